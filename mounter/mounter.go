@@ -1,0 +1,68 @@
+// Package mounter defines the one interface the node server mounts volumes through, and the
+// request it takes. Two implementations exist: mounter/systemd (mount-s3 as a transient
+// systemd unit on the host) and mounter/pod (mount-s3 in a Mountpoint Pod); mounter/mountertest
+// is an in-memory fake for unit tests of the node server.
+package mounter
+
+import (
+	"context"
+	"errors"
+
+	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+)
+
+// Request describes one mount of a bucket at a workload's target path. Everything in it has
+// been validated by the node server; credentials are the only sensitive field and format
+// themselves redacted.
+type Request struct {
+	// VolumeID is the CSI volume id (the PV's volumeHandle).
+	VolumeID string
+	// PVName and WorkloadPodUID come from the target path (or kubelet's pod info); either may be
+	// empty when the target does not follow kubelet's layout.
+	PVName            string
+	WorkloadPodUID    string
+	WorkloadNamespace string
+	// Bucket is the S3 bucket to mount.
+	Bucket string
+	// Target is the validated, absolute target path.
+	Target string
+	// Args are the policy-checked mount-s3 options (without bucket and mount point).
+	Args mountargs.Args
+	// Env is the non-secret environment mount-s3 runs with (endpoint, region, retry settings).
+	// Implementations add the credential profile variables themselves and pass nothing else.
+	Env []string
+	// Credentials are nil for anonymous mounts (--no-sign-request).
+	Credentials *credentials.Credentials
+	// ReadOnly is true for read-only publishes; Args then already contain --read-only.
+	ReadOnly bool
+	// FSGroup is the workload's fsGroup ("" when none); Args already carry its effects.
+	FSGroup string
+}
+
+// Mounter mounts and unmounts S3 volumes at target paths.
+type Mounter interface {
+	// Mount makes req.Bucket available at req.Target. It is idempotent: when a healthy mount-s3
+	// mount of the same volume is already at the target it only refreshes the credentials and
+	// returns nil (this is how kubelet's periodic republish rotates credentials). A corrupted
+	// mount at the target is unmounted and mounted again. On failure nothing is left behind
+	// (no process, no unit, no credential file) and the target is as it was; the error carries
+	// mount-s3's own output when mount-s3 ran. A target holding a different volume or a mount
+	// that is not mount-s3's yields an error wrapping ErrTargetInUse.
+	Mount(ctx context.Context, req Request) error
+	// Unmount removes the mount at target together with everything Mount created for it
+	// (process, unit, credential files) and removes the target directory if it is empty.
+	// Unmounting a target that is not mounted, or does not exist, succeeds; a corrupted mount is
+	// unmounted, not reported as absent.
+	Unmount(ctx context.Context, target string) error
+}
+
+// ErrTargetInUse is wrapped when the target holds something Mount must not replace.
+var ErrTargetInUse = errors.New("target path is already in use")
+
+// ErrUnavailable is wrapped when the mount backend (systemd, the Kubernetes API) cannot be
+// reached; the operation may succeed when retried.
+var ErrUnavailable = errors.New("mount backend unavailable")
+
+// ErrMountFailed is wrapped when mount-s3 ran and failed; the error text carries its output.
+var ErrMountFailed = errors.New("mount-s3 failed")

@@ -1,0 +1,144 @@
+package systemd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// mountID is the deterministic identifier of the mount at target: a restarted plugin derives
+// the same unit names and state directory from the target path alone.
+func mountID(target string) string {
+	sum := sha256.Sum256([]byte(target))
+	return hex.EncodeToString(sum[:8])
+}
+
+// MountUnitName returns the transient unit that runs mount-s3 for target.
+func MountUnitName(target string) string { return "mount-s3-" + mountID(target) + ".service" }
+
+// umountUnitName returns the transient unit that unmounts target.
+func umountUnitName(target string) string { return "mount-s3-umount-" + mountID(target) + ".service" }
+
+// logFileName is mount-s3's stdout/stderr inside the mount's state directory.
+const logFileName = "mount-s3.log"
+
+// unmanagedEnv are variables a unit must never inherit from the service manager's own
+// environment: mount-s3 gets credentials, endpoint and region only from what the driver sets.
+var unmanagedEnv = []string{
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+	"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+	"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION",
+	"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_SESSION_NAME",
+	"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+	"AWS_MAX_ATTEMPTS", "AWS_CA_BUNDLE",
+}
+
+// unitSpec is everything needed to start one transient unit.
+type unitSpec struct {
+	description string
+	kind        string // "forking" or "oneshot"
+	argv        []string
+	env         []string
+	logFile     string
+	timeout     time.Duration
+}
+
+// properties renders the spec as transient-unit properties. Nothing secret can be in a spec:
+// credentials travel as files referenced by env paths.
+func (u unitSpec) properties() []sd.Property {
+	env := slices.Clone(u.env)
+	slices.Sort(env)
+	var unset []string
+	for _, k := range unmanagedEnv {
+		if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, k+"=") }) {
+			unset = append(unset, k)
+		}
+	}
+	props := []sd.Property{
+		sd.PropDescription(u.description),
+		sd.PropType(u.kind),
+		sd.PropExecStart(u.argv, true),
+		{Name: "Environment", Value: dbus.MakeVariant(env)},
+		{Name: "UnsetEnvironment", Value: dbus.MakeVariant(unset)},
+		{Name: "StandardInput", Value: dbus.MakeVariant("null")},
+		{Name: "StandardOutputFile", Value: dbus.MakeVariant(u.logFile)},
+		{Name: "StandardErrorFile", Value: dbus.MakeVariant(u.logFile)},
+		// Transient units disappear once inactive, even after a failure, so nothing lingers.
+		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(u.timeout / time.Microsecond))},
+	}
+	if u.kind == "forking" {
+		// Give mount-s3 time to flush when the unit is stopped; its FUSE mount is already
+		// gone by then because the driver unmounts first.
+		props = append(props, sd.Property{Name: "TimeoutStopUSec", Value: dbus.MakeVariant(uint64(30 * time.Second / time.Microsecond))})
+	}
+	return props
+}
+
+// record is what the driver remembers about a mount, in the mount's state directory, so that
+// a republish can tell "same volume" from "something else" after a plugin restart. It holds
+// nothing secret.
+type record struct {
+	VolumeID string   `json:"volumeID"`
+	Bucket   string   `json:"bucket"`
+	Target   string   `json:"target"`
+	ReadOnly bool     `json:"readOnly"`
+	Args     []string `json:"args"`
+}
+
+const recordFileName = "mount.json"
+
+func writeRecord(dir string, r record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, recordFileName+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write mount record: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, recordFileName)); err != nil {
+		return fmt.Errorf("write mount record: %w", err)
+	}
+	return nil
+}
+
+func readRecord(dir string) (record, error) {
+	var r record
+	b, err := os.ReadFile(filepath.Join(dir, recordFileName))
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("parse mount record: %w", err)
+	}
+	return r, nil
+}
+
+// tail returns at most the last n bytes of a file, trimmed, or "" when it cannot be read.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-n, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(buf))
+}

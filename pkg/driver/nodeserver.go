@@ -1,0 +1,208 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/inflight"
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
+	"github.com/s3csi/s3-csi-driver/pkg/version"
+)
+
+// NodeConfig configures the Node service.
+type NodeConfig struct {
+	// NodeID is returned by NodeGetInfo (the Kubernetes node name).
+	NodeID string
+	// MaxVolumesPerNode is returned by NodeGetInfo; 0 means no limit.
+	MaxVolumesPerNode int64
+	// KubeletPath is the kubelet root directory; every target must be below <KubeletPath>/pods.
+	KubeletPath string
+	// S3EndpointURL and S3Region are given to mount-s3 as AWS_ENDPOINT_URL and AWS_REGION.
+	S3EndpointURL string
+	S3Region      string
+	// DriverCredentials are the node plugin's own credentials (authenticationSource driver);
+	// nil when it has none.
+	DriverCredentials *credentials.Credentials
+}
+
+// NodeServer implements the CSI Node service on top of a mounter.Mounter.
+type NodeServer struct {
+	csi.UnimplementedNodeServer
+	cfg      NodeConfig
+	mounter  mounter.Mounter
+	inflight inflight.Set
+}
+
+// NewNodeServer returns the Node service.
+func NewNodeServer(cfg NodeConfig, m mounter.Mounter) (*NodeServer, error) {
+	if err := validateText("node id", cfg.NodeID, 256); err != nil {
+		return nil, fmt.Errorf("node id: %w", err)
+	}
+	if cfg.MaxVolumesPerNode < 0 {
+		return nil, fmt.Errorf("max volumes per node must not be negative")
+	}
+	if cfg.KubeletPath == "" || cfg.S3Region == "" {
+		return nil, fmt.Errorf("kubelet path and S3 region are required")
+	}
+	return &NodeServer{cfg: cfg, mounter: m}, nil
+}
+
+// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP: the workload's fsGroup is applied through
+// mount-s3 options (in both mount modes) instead of kubelet's recursive chown.
+func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
+		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}},
+	}}}, nil
+}
+
+// NodeGetInfo returns the node id and the volume limit.
+func (s *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{NodeId: s.cfg.NodeID, MaxVolumesPerNode: s.cfg.MaxVolumesPerNode}, nil
+}
+
+// NodePublishVolume validates the request, turns it into a mounter.Request and mounts. It is
+// idempotent (a republish of a live mount refreshes its credentials) and refuses, with
+// Aborted, a second concurrent operation on the same target.
+func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	mreq, err := s.mountRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	release, ok := s.inflight.TryAcquire(mreq.Target)
+	if !ok {
+		return nil, fieldError("target_path", fmt.Errorf("%w: %s", errBusy, mreq.Target))
+	}
+	defer release()
+	klog.V(4).InfoS("Publishing volume", "volumeID", mreq.VolumeID, "target", mreq.Target, "bucket", mreq.Bucket, "readOnly", mreq.ReadOnly, "fsGroup", mreq.FSGroup)
+	if err := s.mounter.Mount(ctx, mreq); err != nil {
+		return nil, fmt.Errorf("publish volume %q at %s: %w", mreq.VolumeID, mreq.Target, err)
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// mountRequest validates every field of req, in CSI order, and builds the mount request.
+func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Request, error) {
+	var r mounter.Request
+	if err := validateText("volume_id", req.GetVolumeId(), maxVolumeID); err != nil {
+		return r, err
+	}
+	if req.GetTargetPath() == "" {
+		return r, invalid("target_path", "is required")
+	}
+	tp, err := targetpath.Parse(s.cfg.KubeletPath, req.GetTargetPath())
+	if err != nil {
+		return r, fieldError("target_path", err)
+	}
+	mode, err := accessMode(req.GetVolumeCapability())
+	if err != nil {
+		return r, err
+	}
+	mnt := req.GetVolumeCapability().GetMount()
+	if err := validateFSType(mnt.GetFsType()); err != nil {
+		return r, err
+	}
+	if g := mnt.GetVolumeMountGroup(); g != "" {
+		if err := mountargs.ValidateGID(g); err != nil {
+			return r, fieldError("volume_capability.mount.volume_mount_group", err)
+		}
+	}
+	vc := req.GetVolumeContext()
+	if err := validateVolumeContext(vc); err != nil {
+		return r, err
+	}
+	if err := validateBucketName("volume_context."+ctxBucketName, vc[ctxBucketName]); err != nil {
+		return r, err
+	}
+	podUID, podNS := tp.PodUID, ""
+	if v, ok := vc[ctxPodUID]; ok {
+		if err := validatePodUID("volume_context."+ctxPodUID, v); err != nil {
+			return r, err
+		}
+		podUID = v
+	}
+	if v, ok := vc[ctxPodNS]; ok {
+		if err := validateText("volume_context."+ctxPodNS, v, 63); err != nil {
+			return r, err
+		}
+		podNS = v
+	}
+	readOnly := req.GetReadonly() || mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	built, err := mountargs.Build(mountargs.Options{MountFlags: mnt.GetMountFlags(), ReadOnly: readOnly, FSGroup: mnt.GetVolumeMountGroup()})
+	if err != nil {
+		return r, fieldError("volume_capability.mount.mount_flags", err)
+	}
+	creds, source, err := credentials.Resolve(vc[ctxAuthSource], req.GetSecrets(), s.cfg.DriverCredentials, built.Args.Has("no-sign-request"))
+	if err != nil {
+		field := "secrets"
+		if _, ok := vc[ctxAuthSource]; ok && source == "" {
+			field = "volume_context." + ctxAuthSource
+		}
+		return r, fieldError(field, err)
+	}
+	built.Args.Set("user-agent-prefix", fmt.Sprintf("%s/%s credential-source#%s", version.DriverName, version.Version, source))
+	if unknown := unknownContextKeys(vc); len(unknown) > 0 {
+		klog.V(4).InfoS("Ignoring volume context keys", "volumeID", req.GetVolumeId(), "keys", unknown)
+	}
+	env := []string{"AWS_REGION=" + s.cfg.S3Region}
+	if s.cfg.S3EndpointURL != "" {
+		env = append(env, "AWS_ENDPOINT_URL="+s.cfg.S3EndpointURL)
+	}
+	return mounter.Request{
+		VolumeID:          req.GetVolumeId(),
+		PVName:            tp.PVName,
+		WorkloadPodUID:    podUID,
+		WorkloadNamespace: podNS,
+		Bucket:            vc[ctxBucketName],
+		Target:            tp.Path,
+		Args:              built.Args,
+		Env:               append(env, built.Env...),
+		Credentials:       creds,
+		ReadOnly:          readOnly,
+		FSGroup:           mnt.GetVolumeMountGroup(),
+	}, nil
+}
+
+// unknownContextKeys lists volume context keys this driver does not read (for a debug log).
+func unknownContextKeys(vc map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(vc)) {
+		switch k {
+		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS:
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// NodeUnpublishVolume unmounts the target and removes everything the publish created. A target
+// that is not mounted, or gone, is success.
+func (s *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if err := validateText("volume_id", req.GetVolumeId(), maxVolumeID); err != nil {
+		return nil, err
+	}
+	if req.GetTargetPath() == "" {
+		return nil, invalid("target_path", "is required")
+	}
+	tp, err := targetpath.Parse(s.cfg.KubeletPath, req.GetTargetPath())
+	if err != nil {
+		return nil, fieldError("target_path", err)
+	}
+	release, ok := s.inflight.TryAcquire(tp.Path)
+	if !ok {
+		return nil, fieldError("target_path", fmt.Errorf("%w: %s", errBusy, tp.Path))
+	}
+	defer release()
+	if err := s.mounter.Unmount(ctx, tp.Path); err != nil {
+		return nil, fmt.Errorf("unpublish volume %q from %s: %w", req.GetVolumeId(), tp.Path, err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}

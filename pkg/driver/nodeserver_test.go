@@ -1,0 +1,332 @@
+package driver
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/mounter/mountertest"
+	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+)
+
+type testNode struct {
+	kubelet string
+	fake    *mountertest.Fake
+	node    csi.NodeClient
+	ident   csi.IdentityClient
+	socket  string
+}
+
+var driverCreds = &credentials.Credentials{AccessKeyID: "DRIVERKEY", SecretAccessKey: "driversecret"}
+
+// startNode serves the Node and Identity services over a real Unix socket with a fake mounter.
+func startNode(t *testing.T, creds *credentials.Credentials, checker Checker) *testNode {
+	t.Helper()
+	dir := t.TempDir()
+	tn := &testNode{kubelet: filepath.Join(dir, "kubelet"), fake: &mountertest.Fake{}, socket: filepath.Join(dir, "csi", "csi.sock")}
+	ns, err := NewNodeServer(NodeConfig{NodeID: "node-1", MaxVolumesPerNode: 7, KubeletPath: tn.kubelet, S3Region: "us-east-1", S3EndpointURL: "http://s3.example:8000", DriverCredentials: creds}, tn.fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer("unix://" + tn.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.RegisterNode(ns)
+	srv.RegisterIdentity(NewIdentityServer(false, checker))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	for i := 0; ; i++ {
+		if _, err := os.Stat(tn.socket); err == nil {
+			break
+		}
+		if i > 200 {
+			t.Fatal("socket not created")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn, err := grpc.NewClient("unix://"+tn.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	tn.node, tn.ident = csi.NewNodeClient(conn), csi.NewIdentityClient(conn)
+	return tn
+}
+
+func (tn *testNode) target(pod string) string {
+	return filepath.Join(tn.kubelet, "pods", pod, "volumes", "kubernetes.io~csi", "pv-1", "mount")
+}
+
+func mountCap(mode csi.VolumeCapability_AccessMode_Mode, flags ...string) *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{MountFlags: flags}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode},
+	}
+}
+
+func (tn *testNode) publishReq(pod string) *csi.NodePublishVolumeRequest {
+	return &csi.NodePublishVolumeRequest{
+		VolumeId:         "vol-1",
+		TargetPath:       tn.target(pod),
+		VolumeCapability: mountCap(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER),
+		VolumeContext:    map[string]string{"bucketName": "my-bucket"},
+	}
+}
+
+func TestSocketMode(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	st, err := os.Stat(tn.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o700 {
+		t.Errorf("socket mode = %v, want 0700", st.Mode().Perm())
+	}
+}
+
+func TestPublishBuildsRequest(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	req := tn.publishReq("pod-a")
+	req.VolumeCapability = mountCap(csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, "allow-delete", "--aws-max-attempts=4")
+	req.VolumeCapability.GetMount().VolumeMountGroup = "3000"
+	req.VolumeContext["csi.storage.k8s.io/pod.namespace"] = "team-a"
+	if _, err := tn.node.NodePublishVolume(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := tn.fake.Mounted(req.TargetPath)
+	if !ok {
+		t.Fatal("nothing mounted")
+	}
+	want := []string{"--allow-delete", "--allow-other", "--dir-mode=770", "--file-mode=660", "--force-path-style", "--gid=3000", "--read-only", "--user-agent-prefix=s3.csi.scality.com/dev credential-source#driver"}
+	if diff := cmp.Diff(want, got.Args.List()); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"AWS_REGION=us-east-1", "AWS_ENDPOINT_URL=http://s3.example:8000", "AWS_MAX_ATTEMPTS=4"}, got.Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	if got.Credentials != driverCreds || !got.ReadOnly || got.FSGroup != "3000" || got.Bucket != "my-bucket" || got.PVName != "pv-1" || got.WorkloadPodUID != "pod-a" || got.WorkloadNamespace != "team-a" {
+		t.Errorf("request = %+v", got)
+	}
+}
+
+func TestPublishSecretSource(t *testing.T) {
+	tn := startNode(t, nil, nil)
+	req := tn.publishReq("pod-a")
+	req.VolumeContext["authenticationSource"] = "secret"
+	req.Secrets = map[string]string{"access_key_id": "VOLKEY", "secret_access_key": "volsecret"}
+	if _, err := tn.node.NodePublishVolume(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := tn.fake.Mounted(req.TargetPath)
+	if got.Credentials == nil || got.Credentials.AccessKeyID != "VOLKEY" || !strings.Contains(strings.Join(got.Args.List(), " "), "credential-source#secret") {
+		t.Errorf("request = %+v", got)
+	}
+}
+
+func TestPublishRefusals(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	tests := []struct {
+		name   string
+		mutate func(*csi.NodePublishVolumeRequest)
+		code   codes.Code
+		field  string
+	}{
+		{"no volume id", func(r *csi.NodePublishVolumeRequest) { r.VolumeId = "" }, codes.InvalidArgument, "volume_id"},
+		{"no target", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "" }, codes.InvalidArgument, "target_path"},
+		{"no capability", func(r *csi.NodePublishVolumeRequest) { r.VolumeCapability = nil }, codes.InvalidArgument, "volume_capability"},
+		{"block", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeCapability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+		}, codes.InvalidArgument, "volume_capability.access_type"},
+		{"single node writer", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+		}, codes.InvalidArgument, "volume_capability.access_mode"},
+		{"no bucket", func(r *csi.NodePublishVolumeRequest) { delete(r.VolumeContext, "bucketName") }, codes.InvalidArgument, "volume_context.bucketName"},
+		{"bad bucket", func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["bucketName"] = "Bad_Bucket" }, codes.InvalidArgument, "volume_context.bucketName"},
+		{"bad auth source", func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["authenticationSource"] = "pod" }, codes.InvalidArgument, "volume_context.authenticationSource"},
+		{"secret source without secrets", func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["authenticationSource"] = "secret" }, codes.InvalidArgument, "secrets"},
+		{"forbidden option", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeCapability.GetMount().MountFlags = []string{"endpoint-url=http://x"}
+		}, codes.InvalidArgument, "volume_capability.mount.mount_flags"},
+		{"bad fsGroup", func(r *csi.NodePublishVolumeRequest) { r.VolumeCapability.GetMount().VolumeMountGroup = "wheel" }, codes.InvalidArgument, "volume_capability.mount.volume_mount_group"},
+		{"bad fsType", func(r *csi.NodePublishVolumeRequest) { r.VolumeCapability.GetMount().FsType = "ext4;rm" }, codes.InvalidArgument, "volume_capability.mount.fs_type"},
+		{"bad pod uid", func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["csi.storage.k8s.io/pod.uid"] = "../x" }, codes.InvalidArgument, "volume_context.csi.storage.k8s.io/pod.uid"},
+		{"target outside kubelet", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "/etc" }, codes.InvalidArgument, "target_path"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tn.publishReq("pod-x")
+			tc.mutate(req)
+			_, err := tn.node.NodePublishVolume(context.Background(), req)
+			if status.Code(err) != tc.code || !strings.HasPrefix(status.Convert(err).Message(), tc.field+":") {
+				t.Fatalf("err = %v, want %v naming %q", err, tc.code, tc.field)
+			}
+		})
+	}
+	if calls := tn.fake.Calls(); len(calls) != 0 {
+		t.Errorf("mounter was called for invalid requests: %v", calls)
+	}
+}
+
+func TestPublishWithoutDriverCredentials(t *testing.T) {
+	tn := startNode(t, nil, nil)
+	_, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-a"))
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("err = %v, want FailedPrecondition", err)
+	}
+	req := tn.publishReq("pod-a")
+	req.VolumeCapability.GetMount().MountFlags = []string{"no-sign-request"}
+	if _, err := tn.node.NodePublishVolume(context.Background(), req); err != nil {
+		t.Fatalf("anonymous publish: %v", err)
+	}
+}
+
+func TestConcurrentOperationsOnOneTarget(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tn.fake.MountHook = func(ctx context.Context, req mounter.Request) error {
+		if strings.Contains(req.Target, "pod-slow") {
+			once.Do(func() { close(entered) })
+			<-unblock
+		}
+		return nil
+	}
+	errCh := make(chan error, 1)
+	go func() {
+		_, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-slow"))
+		errCh <- err
+	}()
+	<-entered
+	if _, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-slow")); status.Code(err) != codes.Aborted {
+		t.Errorf("second publish on a busy target: %v, want Aborted", err)
+	}
+	if _, err := tn.node.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-1", TargetPath: tn.target("pod-slow")}); status.Code(err) != codes.Aborted {
+		t.Errorf("unpublish on a busy target: %v, want Aborted", err)
+	}
+	// Another target is not blocked by the busy one.
+	if _, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-other")); err != nil {
+		t.Errorf("publish on another target: %v", err)
+	}
+	close(unblock)
+	if err := <-errCh; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-slow")); err != nil {
+		t.Errorf("publish after release: %v", err)
+	}
+}
+
+func TestMounterErrorsMapped(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	tn.fake.MountHook = func(context.Context, mounter.Request) error { return mounter.ErrUnavailable }
+	if _, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-a")); status.Code(err) != codes.Unavailable {
+		t.Errorf("err = %v, want Unavailable", err)
+	}
+	tn.fake.MountHook = nil
+	if _, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-a")); err != nil {
+		t.Fatal(err)
+	}
+	other := tn.publishReq("pod-a")
+	other.VolumeId = "vol-2"
+	if _, err := tn.node.NodePublishVolume(context.Background(), other); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("different volume at a used target: %v, want AlreadyExists", err)
+	}
+}
+
+func TestUnpublish(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	if _, err := tn.node.NodePublishVolume(context.Background(), tn.publishReq("pod-a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		req   *csi.NodeUnpublishVolumeRequest
+		field string
+	}{
+		{&csi.NodeUnpublishVolumeRequest{TargetPath: tn.target("pod-a")}, "volume_id"},
+		{&csi.NodeUnpublishVolumeRequest{VolumeId: "vol-1"}, "target_path"},
+		{&csi.NodeUnpublishVolumeRequest{VolumeId: "vol-1", TargetPath: tn.kubelet + "/pods/../../etc"}, "target_path"},
+	} {
+		if _, err := tn.node.NodeUnpublishVolume(context.Background(), tc.req); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tc.field) {
+			t.Errorf("Unpublish(%v) = %v, want InvalidArgument naming %s", tc.req, err, tc.field)
+		}
+	}
+	for i := 0; i < 2; i++ { // idempotent
+		if _, err := tn.node.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-1", TargetPath: tn.target("pod-a")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := tn.fake.Mounted(tn.target("pod-a")); ok {
+		t.Error("still mounted")
+	}
+}
+
+func TestInfoAndCapabilities(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	info, err := tn.node.NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{})
+	if err != nil || info.NodeId != "node-1" || info.MaxVolumesPerNode != 7 {
+		t.Errorf("NodeGetInfo = %v, %v", info, err)
+	}
+	caps, err := tn.node.NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{})
+	if err != nil || len(caps.Capabilities) != 1 || caps.Capabilities[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP {
+		t.Errorf("NodeGetCapabilities = %v, %v", caps, err)
+	}
+	if _, err := tn.node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("NodeStageVolume = %v, want Unimplemented", err)
+	}
+}
+
+type checkerFunc func(context.Context) error
+
+func (f checkerFunc) Check(ctx context.Context) error { return f(ctx) }
+
+func TestIdentity(t *testing.T) {
+	var healthy = true
+	var mu sync.Mutex
+	tn := startNode(t, driverCreds, checkerFunc(func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if healthy {
+			return nil
+		}
+		return mounter.ErrUnavailable
+	}))
+	info, err := tn.ident.GetPluginInfo(context.Background(), &csi.GetPluginInfoRequest{})
+	if err != nil || info.Name != "s3.csi.scality.com" || info.VendorVersion == "" {
+		t.Errorf("GetPluginInfo = %v, %v", info, err)
+	}
+	caps, err := tn.ident.GetPluginCapabilities(context.Background(), &csi.GetPluginCapabilitiesRequest{})
+	if err != nil || len(caps.Capabilities) != 0 {
+		t.Errorf("node mode capabilities = %v, %v", caps, err)
+	}
+	p, err := tn.ident.Probe(context.Background(), &csi.ProbeRequest{})
+	if err != nil || !p.GetReady().GetValue() {
+		t.Errorf("Probe healthy = %v, %v", p, err)
+	}
+	mu.Lock()
+	healthy = false
+	mu.Unlock()
+	p, err = tn.ident.Probe(context.Background(), &csi.ProbeRequest{})
+	if err != nil || p.GetReady().GetValue() {
+		t.Errorf("Probe unhealthy = %v, %v; want ready=false", p, err)
+	}
+}

@@ -1,0 +1,126 @@
+package driver
+
+import (
+	"net/netip"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+)
+
+// Volume context keys (PV volumeAttributes, plus what kubelet adds with podInfoOnMount).
+const (
+	ctxBucketName  = "bucketName"
+	ctxAuthSource  = "authenticationSource"
+	ctxPodUID      = "csi.storage.k8s.io/pod.uid"
+	ctxPodNS       = "csi.storage.k8s.io/pod.namespace"
+	maxVolumeID    = 1024
+	maxContextKeys = 64
+	maxContextVal  = 64 << 10 // kubelet's serviceAccount.tokens can be large
+)
+
+// validateText checks a free-form request string: present, within maxLen bytes, valid UTF-8,
+// no control characters.
+func validateText(field, v string, maxLen int) error {
+	switch {
+	case v == "":
+		return invalid(field, "is required")
+	case len(v) > maxLen:
+		return invalid(field, "is longer than %d bytes", maxLen)
+	case !utf8.ValidString(v):
+		return invalid(field, "is not valid UTF-8")
+	case strings.ContainsFunc(v, unicode.IsControl):
+		return invalid(field, "contains control characters")
+	}
+	return nil
+}
+
+// validateBucketName applies S3's bucket naming rules: 3-63 characters of lowercase letters,
+// digits, dots and hyphens, starting and ending with a letter or digit, no "..", not an IP
+// address.
+func validateBucketName(field, b string) error {
+	if err := validateText(field, b, 63); err != nil {
+		return err
+	}
+	if len(b) < 3 {
+		return invalid(field, "bucket name %q is shorter than 3 characters", b)
+	}
+	for _, r := range b {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
+			return invalid(field, "bucket name %q may only hold lowercase letters, digits, '.' and '-'", b)
+		}
+	}
+	if !isAlnum(b[0]) || !isAlnum(b[len(b)-1]) {
+		return invalid(field, "bucket name %q must start and end with a letter or digit", b)
+	}
+	if strings.Contains(b, "..") {
+		return invalid(field, "bucket name %q must not contain \"..\"", b)
+	}
+	if _, err := netip.ParseAddr(b); err == nil {
+		return invalid(field, "bucket name %q must not be an IP address", b)
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// validateVolumeContext bounds the size of the context; individual keys are checked by their
+// users. Unknown keys are allowed (kubelet and the provisioner add their own).
+func validateVolumeContext(vc map[string]string) error {
+	if len(vc) > maxContextKeys {
+		return invalid("volume_context", "has %d keys, at most %d are accepted", len(vc), maxContextKeys)
+	}
+	for k, v := range vc {
+		if err := validateText("volume_context key", k, 253); err != nil {
+			return err
+		}
+		if len(v) > maxContextVal || !utf8.ValidString(v) {
+			return invalid("volume_context."+k, "is longer than %d bytes or not valid UTF-8", maxContextVal)
+		}
+	}
+	return nil
+}
+
+// validatePodUID checks a workload pod UID before it is used in names and paths.
+func validatePodUID(field, uid string) error {
+	if err := validateText(field, uid, 64); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(uid, func(r rune) bool { return !(r == '-' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r))) }) {
+		return invalid(field, "%q is not a pod UID", uid)
+	}
+	return nil
+}
+
+// accessMode validates the capability and returns its access mode: only filesystem (mount)
+// volumes in a multi-node mode are supported.
+func accessMode(vc *csi.VolumeCapability) (csi.VolumeCapability_AccessMode_Mode, error) {
+	if vc == nil {
+		return 0, invalid("volume_capability", "is required")
+	}
+	if vc.GetBlock() != nil {
+		return 0, invalid("volume_capability.access_type", "block volumes are not supported; S3 volumes are filesystem (mount) volumes")
+	}
+	if vc.GetMount() == nil {
+		return 0, invalid("volume_capability.access_type", "mount is required")
+	}
+	mode := vc.GetAccessMode().GetMode()
+	switch mode {
+	case csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+		return mode, nil
+	}
+	return 0, invalid("volume_capability.access_mode", "%s is not supported; use ReadWriteMany (MULTI_NODE_MULTI_WRITER) or ReadOnlyMany (MULTI_NODE_READER_ONLY)", mode)
+}
+
+// validateFSType accepts what kubelet may pass from PV.spec.csi.fsType; it has no meaning for
+// S3 volumes and is ignored.
+func validateFSType(fsType string) error {
+	if fsType == "" {
+		return nil
+	}
+	if len(fsType) > 32 || strings.ContainsFunc(fsType, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-') }) {
+		return invalid("volume_capability.mount.fs_type", "%q is not a filesystem type name", fsType)
+	}
+	return nil
+}

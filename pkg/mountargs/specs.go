@@ -1,0 +1,174 @@
+package mountargs
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+type kind int
+
+const (
+	flag kind = iota + 1
+	valued
+)
+
+// spec describes one mount-s3 option: whether it takes a value, how the value is checked, and,
+// for options the driver refuses, why.
+type spec struct {
+	kind      kind
+	check     func(string) error
+	forbidden string
+}
+
+// shortAliases maps mount-s3's single-letter options to their long names.
+var shortAliases = map[string]string{"d": "debug", "l": "log-directory", "f": "foreground", "h": "help", "V": "version"}
+
+// specs is the allow-list, in step with mount-s3's CLI (mountpoint-s3 1.x `mount-s3 --help`).
+var specs = map[string]spec{
+	// Bucket options.
+	"prefix":                {kind: valued, check: prefix},
+	"region":                {kind: valued, check: token(64)},
+	"force-path-style":      {kind: flag},
+	"transfer-acceleration": {kind: flag},
+	"dual-stack":            {kind: flag},
+	"requester-pays":        {kind: flag},
+	"bucket-type":           {kind: valued, check: oneOf("general-purpose", "directory")},
+	"storage-class":         {kind: valued, check: token(64)},
+	"expected-bucket-owner": {kind: valued, check: token(64)},
+	"sse":                   {kind: valued, check: oneOf("aws:kms", "aws:kms:dsse", "AES256")},
+	"sse-kms-key-id":        {kind: valued, check: token(2048)},
+	"upload-checksums":      {kind: valued, check: oneOf("crc32c", "off")},
+	"endpoint-url":          {kind: valued, forbidden: "the S3 endpoint is set cluster-wide by the administrator (driver flag --s3-endpoint-url, Helm s3.endpointUrl)"},
+	// Credentials.
+	"no-sign-request": {kind: flag},
+	"profile":         {kind: valued, forbidden: "credentials are managed by the driver; use the volume attribute authenticationSource"},
+	// Mount options.
+	"read-only":             {kind: flag},
+	"allow-delete":          {kind: flag},
+	"allow-overwrite":       {kind: flag},
+	"incremental-upload":    {kind: flag},
+	"auto-unmount":          {kind: flag},
+	"allow-root":            {kind: flag},
+	"allow-other":           {kind: flag},
+	"uid":                   {kind: valued, check: idRange},
+	"gid":                   {kind: valued, check: idRange},
+	"dir-mode":              {kind: valued, check: permBits},
+	"file-mode":             {kind: valued, check: permBits},
+	"foreground":            {kind: flag, forbidden: "the driver decides how mount-s3 runs"},
+	"negative-metadata-ttl": {kind: valued, check: ttl},
+	"metadata-ttl":          {kind: valued, check: ttl},
+	// Client options.
+	"maximum-throughput-gbps": {kind: valued, check: uintMin(1)},
+	"max-threads":             {kind: valued, check: uintMin(1)},
+	"part-size":               {kind: valued, check: uintMin(1)},
+	"read-part-size":          {kind: valued, check: uintMin(1)},
+	"write-part-size":         {kind: valued, check: uintMin(1)},
+	"bind":                    {kind: valued, check: token(15)},
+	// Logging.
+	"log-directory": {kind: valued, check: absPath},
+	"log-metrics":   {kind: flag},
+	"debug":         {kind: flag},
+	"debug-crt":     {kind: flag},
+	"no-log":        {kind: flag},
+	// Caching.
+	"cache":          {kind: valued, check: absPath},
+	"max-cache-size": {kind: valued, check: uintMin(0)},
+	"cache-xz":       {kind: valued, check: token(63)},
+	// Advanced.
+	"user-agent-prefix": {kind: valued, forbidden: "the driver sets the user agent"},
+	"aws-max-attempts":  {kind: valued, check: uintMin(1)},
+	// Not mount options at all.
+	"help":    {kind: flag, forbidden: "not a mount option"},
+	"version": {kind: flag, forbidden: "not a mount option"},
+	"o":       {kind: valued, forbidden: "fstab-style -o is not supported; list each mount-s3 option as its own mountOptions entry"},
+}
+
+func uintMin(min uint64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return errors.New("not a non-negative decimal integer")
+		}
+		if n < min {
+			return fmt.Errorf("must be at least %d", min)
+		}
+		return nil
+	}
+}
+
+func idRange(v string) error {
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || n == 0 {
+		return errors.New("must be a decimal id between 1 and 4294967295")
+	}
+	return nil
+}
+
+func permBits(v string) error {
+	n, err := strconv.ParseUint(v, 8, 16)
+	if err != nil || len(v) > 4 || n > 0o777 {
+		return errors.New("must be octal permission bits between 000 and 777")
+	}
+	return nil
+}
+
+func ttl(v string) error {
+	if v == "indefinite" || v == "minimal" {
+		return nil
+	}
+	if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+		return errors.New("must be a number of seconds, indefinite or minimal")
+	}
+	return nil
+}
+
+func oneOf(values ...string) func(string) error {
+	return func(v string) error {
+		for _, ok := range values {
+			if v == ok {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+	}
+}
+
+// tokenChars are the characters accepted in free-form values (regions, ARNs, storage classes).
+func isTokenChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:/=,@+%-", r)
+}
+
+func token(maxLen int) func(string) error {
+	return func(v string) error {
+		if len(v) > maxLen {
+			return fmt.Errorf("longer than %d characters", maxLen)
+		}
+		if strings.IndexFunc(v, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
+			return errors.New("only letters, digits and ._:/=,@+%- are allowed")
+		}
+		return nil
+	}
+}
+
+func prefix(v string) error {
+	if err := token(1024)(v); err != nil {
+		return err
+	}
+	if strings.HasPrefix(v, "/") || !strings.HasSuffix(v, "/") {
+		return errors.New("must not start with '/' and must end with '/' (for example data/)")
+	}
+	return nil
+}
+
+func absPath(v string) error {
+	if err := token(1024)(v); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(v) || filepath.Clean(v) != v {
+		return errors.New("must be an absolute, clean path without ..")
+	}
+	return nil
+}

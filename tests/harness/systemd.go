@@ -1,0 +1,178 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Systemd is a real `systemd --user` manager running as root in its own mount namespace, in
+// which SharedDir is a shared mount: FUSE mounts made by its units under SharedDir are visible
+// to the test process and unmounts propagate both ways.
+type Systemd struct {
+	// Socket is the manager's private D-Bus socket (what the driver's --systemd-socket points at).
+	Socket string
+	// RuntimeDir is the manager's XDG_RUNTIME_DIR.
+	RuntimeDir string
+	// SharedDir is the directory made a shared mount.
+	SharedDir string
+
+	t       TB
+	cmd     *exec.Cmd
+	logFile string
+	done    chan struct{}
+}
+
+// StartSystemd makes sharedDir a shared mount (bind-mounting it onto itself first when it is not
+// a mount point) and starts a user manager in a private mount namespace with a clean
+// environment. It waits until the manager answers on its private socket and stops it (and
+// undoes the bind mount) in t.Cleanup.
+func StartSystemd(t TB, sharedDir string) *Systemd {
+	t.Helper()
+	if err := os.MkdirAll(sharedDir, 0o755); err != nil {
+		t.Fatalf("create shared dir: %v", err)
+	}
+	if err := exec.Command("mountpoint", "-q", sharedDir).Run(); err != nil {
+		run(t, "mount", "--bind", sharedDir, sharedDir)
+		t.Cleanup(func() {
+			// Lazy: a test that failed may leave mounts below; they go with it.
+			_ = exec.Command("umount", "-l", sharedDir).Run()
+		})
+	}
+	run(t, "mount", "--make-shared", sharedDir)
+	if err := os.MkdirAll("/run/systemd", 0o755); err != nil {
+		t.Fatalf("create /run/systemd: %v", err)
+	}
+	runtimeDir, err := os.MkdirTemp("", "xdg-")
+	if err != nil {
+		t.Fatalf("runtime dir: %v", err)
+	}
+	if err := os.Chmod(runtimeDir, 0o700); err != nil {
+		t.Fatalf("chmod runtime dir: %v", err)
+	}
+	s := &Systemd{
+		Socket:     filepath.Join(runtimeDir, "systemd", "private"),
+		RuntimeDir: runtimeDir,
+		SharedDir:  sharedDir,
+		t:          t,
+		logFile:    filepath.Join(t.TempDir(), "systemd.log"),
+	}
+	s.start()
+	t.Cleanup(func() {
+		s.stop(syscall.SIGTERM)
+		os.RemoveAll(runtimeDir)
+	})
+	return s
+}
+
+func (s *Systemd) start() {
+	s.t.Helper()
+	_ = os.Remove(s.Socket)
+	log, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatalf("systemd log: %v", err)
+	}
+	defer log.Close()
+	cmd := exec.Command("unshare", "-m", "--propagation", "unchanged", "sh", "-c",
+		"mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user")
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "XDG_RUNTIME_DIR=" + s.RuntimeDir, "LANG=C.UTF-8"}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start systemd --user: %v", err)
+	}
+	s.cmd = cmd
+	s.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if out, err := s.systemctl("is-system-running"); err == nil || strings.Contains(out, "degraded") || strings.Contains(out, "starting") {
+			if _, err := os.Stat(s.Socket); err == nil {
+				return
+			}
+		}
+		select {
+		case <-s.done:
+			s.t.Fatalf("systemd --user exited early:\n%s", s.Log())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	s.t.Fatalf("systemd --user not ready after 20s:\n%s", s.Log())
+}
+
+func (s *Systemd) stop(sig syscall.Signal) {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	s.cmd = nil
+}
+
+// Restart kills the manager abruptly (SIGKILL, so the driver's D-Bus connection drops without
+// a goodbye) and starts a fresh one on the same socket. Processes the old manager started are
+// orphaned, like after a crash; their mounts stay.
+func (s *Systemd) Restart() {
+	s.t.Helper()
+	s.stop(syscall.SIGKILL)
+	s.start()
+}
+
+// Systemctl runs `systemctl --user ARGS...` against this manager and returns its combined output.
+func (s *Systemd) Systemctl(args ...string) (string, error) { return s.systemctl(args...) }
+
+func (s *Systemd) systemctl(args ...string) (string, error) {
+	cmd := exec.Command("systemctl", append([]string{"--user"}, args...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "XDG_RUNTIME_DIR=" + s.RuntimeDir}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Units lists the loaded units whose names match pattern (e.g. "mount-s3-*").
+func (s *Systemd) Units(pattern string) []string {
+	s.t.Helper()
+	out, err := s.systemctl("list-units", "--all", "--plain", "--no-legend", pattern)
+	if err != nil {
+		s.t.Fatalf("systemctl list-units: %v\n%s", err, out)
+	}
+	var units []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			units = append(units, f[0])
+		}
+	}
+	return units
+}
+
+// Log returns what the manager printed.
+func (s *Systemd) Log() string {
+	b, _ := os.ReadFile(s.logFile)
+	return string(b)
+}
+
+func run(t TB, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// ErrNotRoot is returned by RequireRoot's check.
+var ErrNotRoot = errors.New("the real-component suites need root (mounts, FUSE, systemd)")
+
+// RequireRoot fails the test unless it runs as root: these suites mount filesystems.
+func RequireRoot(t TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("%v", fmt.Errorf("%w; run `sudo make test`", ErrNotRoot))
+	}
+}
