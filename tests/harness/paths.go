@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"testing"
 )
 
 // RepoRoot returns the absolute path of the repository root (the directory holding go.mod).
@@ -22,7 +21,7 @@ func RepoRoot() string {
 
 // Bin returns the path of a tool or binary that make installs under bin/ (for example
 // "versitygw" or "mount-s3"). It fails the test with a hint when the file is missing.
-func Bin(t testing.TB, name string) string {
+func Bin(t TB, name string) string {
 	t.Helper()
 	p := filepath.Join(RepoRoot(), "bin", name)
 	if _, err := os.Stat(p); err != nil {
@@ -30,3 +29,6 @@ func Bin(t testing.TB, name string) string {
 	}
 	return p
 }
+
+// MountS3 returns the path of the mount-s3 stand-in (tests/mounts3) built by make into bin/.
+func MountS3(t TB) string { return Bin(t, "mount-s3") }

@@ -23,6 +23,7 @@ type Systemd struct {
 	SharedDir string
 
 	t       TB
+	env     []string
 	cmd     *exec.Cmd
 	logFile string
 	done    chan struct{}
@@ -30,9 +31,10 @@ type Systemd struct {
 
 // StartSystemd makes sharedDir a shared mount (bind-mounting it onto itself first when it is not
 // a mount point) and starts a user manager in a private mount namespace with a clean
-// environment. It waits until the manager answers on its private socket and stops it (and
-// undoes the bind mount) in t.Cleanup.
-func StartSystemd(t TB, sharedDir string) *Systemd {
+// environment plus extraEnv (KEY=VALUE; units inherit the manager's environment, so tests use
+// this to prove the driver shields mount-s3 from it). It waits until the manager answers on its
+// private socket and stops it (and undoes the bind mount) in t.Cleanup.
+func StartSystemd(t TB, sharedDir string, extraEnv ...string) *Systemd {
 	t.Helper()
 	if err := os.MkdirAll(sharedDir, 0o755); err != nil {
 		t.Fatalf("create shared dir: %v", err)
@@ -61,6 +63,7 @@ func StartSystemd(t TB, sharedDir string) *Systemd {
 		SharedDir:  sharedDir,
 		t:          t,
 		logFile:    filepath.Join(t.TempDir(), "systemd.log"),
+		env:        extraEnv,
 	}
 	s.start()
 	t.Cleanup(func() {
@@ -80,7 +83,7 @@ func (s *Systemd) start() {
 	defer log.Close()
 	cmd := exec.Command("unshare", "-m", "--propagation", "unchanged", "sh", "-c",
 		"mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user")
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "XDG_RUNTIME_DIR=" + s.RuntimeDir, "LANG=C.UTF-8"}
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "XDG_RUNTIME_DIR=" + s.RuntimeDir, "LANG=C.UTF-8"}, s.env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start systemd --user: %v", err)
@@ -90,9 +93,13 @@ func (s *Systemd) start() {
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if out, err := s.systemctl("is-system-running"); err == nil || strings.Contains(out, "degraded") || strings.Contains(out, "starting") {
-			if _, err := os.Stat(s.Socket); err == nil {
-				return
+		// is-system-running answers "offline" for a user manager without a system bus; the
+		// manager's own SystemState is what counts.
+		if _, err := os.Stat(s.Socket); err == nil {
+			if out, err := s.systemctl("show", "--property=SystemState", "--value"); err == nil {
+				if st := strings.TrimSpace(out); st == "running" || st == "degraded" {
+					return
+				}
 			}
 		}
 		select {

@@ -1,0 +1,174 @@
+// Command scality-s3-csi-driver is the CSI plugin: Identity + Node services on a node
+// (--mode=node), Identity + Controller services in the controller Deployment (--mode=controller).
+// Flags are the only configuration; a few default to the environment (CSI_NODE_NAME,
+// AWS_ENDPOINT_URL, AWS_REGION). Driver-level credentials come from the standard
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN variables.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/s3csi/s3-csi-driver/mounter/systemd"
+	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/driver"
+	"github.com/s3csi/s3-csi-driver/pkg/version"
+)
+
+type options struct {
+	endpoint          string
+	nodeID            string
+	mode              string
+	systemdSocket     string
+	mountS3Path       string
+	umountPath        string
+	kubeletPath       string
+	s3EndpointURL     string
+	s3Region          string
+	maxVolumesPerNode int64
+	mountTimeout      time.Duration
+	showVersion       bool
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (o *options) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix socket), created with mode 0700")
+	fs.StringVar(&o.nodeID, "node-id", os.Getenv("CSI_NODE_NAME"), "node name reported by NodeGetInfo (default $CSI_NODE_NAME)")
+	fs.StringVar(&o.mode, "mode", "node", "which CSI services to serve: node or controller")
+	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")
+	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
+	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
+	fs.StringVar(&o.kubeletPath, "kubelet-path", "/var/lib/kubelet", "kubelet root directory; the plugin must see it at the same path as the host")
+	fs.StringVar(&o.s3EndpointURL, "s3-endpoint-url", os.Getenv("AWS_ENDPOINT_URL"), "S3 endpoint URL given to mount-s3 (default $AWS_ENDPOINT_URL; empty: mount-s3's default AWS endpoint)")
+	fs.StringVar(&o.s3Region, "s3-region", envOr("AWS_REGION", "us-east-1"), "S3 region given to mount-s3 (default $AWS_REGION, else us-east-1)")
+	fs.Int64Var(&o.maxVolumesPerNode, "max-volumes-per-node", 0, "volume limit reported by NodeGetInfo; 0 means no limit")
+	fs.DurationVar(&o.mountTimeout, "mount-timeout", 60*time.Second, "how long mount-s3 may take to mount before the publish fails")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+}
+
+func (o *options) validate() error {
+	var errs []error
+	switch o.mode {
+	case "node":
+		if o.nodeID == "" {
+			errs = append(errs, errors.New("--node-id (or $CSI_NODE_NAME) is required in node mode"))
+		}
+	case "controller":
+		errs = append(errs, errors.New("--mode=controller is not available in this version"))
+	default:
+		errs = append(errs, fmt.Errorf("--mode must be node or controller, not %q", o.mode))
+	}
+	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--systemd-socket": o.systemdSocket} {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("%s must be an absolute path, not %q", name, p))
+		}
+	}
+	if o.s3EndpointURL != "" {
+		u, err := url.Parse(o.s3EndpointURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--s3-endpoint-url must be an http(s) URL, not %q", o.s3EndpointURL))
+		}
+	}
+	if o.s3Region == "" {
+		errs = append(errs, errors.New("--s3-region must not be empty"))
+	}
+	if o.maxVolumesPerNode < 0 {
+		errs = append(errs, errors.New("--max-volumes-per-node must not be negative"))
+	}
+	if o.mountTimeout <= 0 {
+		errs = append(errs, errors.New("--mount-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// driverCredentials reads the driver-level credentials from the standard AWS variables: none
+// (nil) or a complete, valid pair.
+func driverCredentials() (*credentials.Credentials, error) {
+	c := credentials.Credentials{
+		AccessKeyID:     os.Getenv("AWS_ACCESS_KEY_ID"),
+		SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+		SessionToken:    os.Getenv("AWS_SESSION_TOKEN"),
+	}
+	if c == (credentials.Credentials{}) {
+		return nil, nil
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("driver credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN: %w", err)
+	}
+	return &c, nil
+}
+
+func main() {
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	klog.InitFlags(fs)
+	var o options
+	o.addFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	if o.showVersion {
+		fmt.Printf("%s %s\n", version.DriverName, version.Version)
+		return
+	}
+	if err := o.validate(); err != nil {
+		klog.ErrorS(err, "Invalid flags")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		klog.ErrorS(err, "Driver stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	creds, err := driverCredentials()
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Starting", "driver", version.DriverName, "version", version.Version, "mode", o.mode, "nodeID", o.nodeID, "driverCredentials", creds != nil)
+	sm, err := systemd.New(systemd.Config{
+		SystemdSocket: o.systemdSocket,
+		MountS3Path:   o.mountS3Path,
+		UmountPath:    o.umountPath,
+		StateDir:      filepath.Join(o.kubeletPath, "plugins", version.DriverName, "systemd"),
+		StartTimeout:  o.mountTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer sm.Close()
+	ns, err := driver.NewNodeServer(driver.NodeConfig{
+		NodeID:            o.nodeID,
+		MaxVolumesPerNode: o.maxVolumesPerNode,
+		KubeletPath:       o.kubeletPath,
+		S3EndpointURL:     o.s3EndpointURL,
+		S3Region:          o.s3Region,
+		DriverCredentials: creds,
+	}, sm)
+	if err != nil {
+		return err
+	}
+	srv, err := driver.NewServer(o.endpoint)
+	if err != nil {
+		return err
+	}
+	srv.RegisterIdentity(driver.NewIdentityServer(false, sm))
+	srv.RegisterNode(ns)
+	return srv.Run(ctx)
+}

@@ -1,0 +1,133 @@
+package systemd
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
+)
+
+// env is one real setup: versitygw, a systemd user manager whose shared area is the fake
+// kubelet dir, the mount-s3 stand-in, and a Mounter talking to that manager.
+type env struct {
+	s3      *harness.S3Server
+	sd      *harness.Systemd
+	kubelet string
+	m       *Mounter
+	creds   *credentials.Credentials
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	harness.RequireRoot(t)
+	e := &env{s3: harness.StartS3(t)}
+	e.kubelet = filepath.Join(t.TempDir(), "kubelet")
+	e.sd = harness.StartSystemd(t, e.kubelet)
+	m, err := New(Config{
+		SystemdSocket: e.sd.Socket,
+		MountS3Path:   harness.MountS3(t),
+		UmountPath:    "/bin/umount",
+		StateDir:      filepath.Join(e.kubelet, "plugins", "s3.csi.scality.com", "systemd"),
+		StartTimeout:  20 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	e.m = m
+	e.creds = &credentials.Credentials{AccessKeyID: e.s3.AccessKey, SecretAccessKey: e.s3.SecretKey}
+	return e
+}
+
+func (e *env) request(t *testing.T, pod, bucket string, flags ...string) mounter.Request {
+	t.Helper()
+	built, err := mountargs.Build(mountargs.Options{MountFlags: flags, UserAgentPrefix: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(e.kubelet, "pods", pod, "volumes", "kubernetes.io~csi", "pv", "mount")
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", target).Run() })
+	return mounter.Request{
+		VolumeID: "vol-" + bucket, Bucket: bucket, Target: target, Args: built.Args,
+		Env:         []string{"AWS_REGION=" + e.s3.Region, "AWS_ENDPOINT_URL=" + e.s3.Endpoint},
+		Credentials: e.creds,
+	}
+}
+
+func TestMountWriteUnmount(t *testing.T) {
+	e := setup(t)
+	e.s3.CreateBucket(t, "bucket-a")
+	e.s3.PutObject(t, "bucket-a", "hello.txt", []byte("hello from s3"))
+	req := e.request(t, "pod1", "bucket-a", "allow-delete")
+	ctx := context.Background()
+	if err := e.m.Mount(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	st, entry, err := mounttable.Table{}.Inspect(req.Target)
+	if err != nil || st != mounttable.Mounted || !mounttable.IsMountS3(entry) {
+		t.Fatalf("after Mount: %v %+v %v", st, entry, err)
+	}
+	got, err := os.ReadFile(filepath.Join(req.Target, "hello.txt"))
+	if err != nil || string(got) != "hello from s3" {
+		t.Fatalf("read through mount: %q %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(req.Target, "new.txt"), []byte("written via fuse"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.s3.GetObject(t, "bucket-a", "new.txt"); string(b) != "written via fuse" {
+		t.Fatalf("object = %q", b)
+	}
+	// Republish is a no-op that refreshes credentials.
+	if err := e.m.Mount(ctx, req); err != nil {
+		t.Fatalf("republish: %v", err)
+	}
+	if units := e.sd.Units("mount-s3-*"); len(units) != 1 {
+		t.Fatalf("units = %v, want exactly the mount unit", units)
+	}
+	if err := e.m.Unmount(ctx, req.Target); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(req.Target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target still there: %v", err)
+	}
+	if units := e.sd.Units("mount-s3-*"); len(units) != 0 {
+		t.Errorf("units left: %v", units)
+	}
+	if entries, _ := os.ReadDir(e.m.cfg.StateDir); len(entries) != 0 {
+		t.Errorf("state left: %v", entries)
+	}
+	if err := e.m.Unmount(ctx, req.Target); err != nil {
+		t.Errorf("second unmount: %v", err)
+	}
+}
+
+func TestMountFailureReportsOutputAndCleansUp(t *testing.T) {
+	e := setup(t)
+	req := e.request(t, "pod1", "no-such-bucket")
+	err := e.m.Mount(context.Background(), req)
+	if !errors.Is(err, mounter.ErrMountFailed) || !strings.Contains(err.Error(), "no-such-bucket") || !strings.Contains(err.Error(), "ListObjectsV2") {
+		t.Fatalf("err = %v, want ErrMountFailed with mount-s3's output", err)
+	}
+	if _, err := os.Stat(req.Target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target left behind: %v", err)
+	}
+	if units := e.sd.Units("mount-s3-*"); len(units) != 0 {
+		t.Errorf("units left: %v", units)
+	}
+	if entries, _ := os.ReadDir(e.m.cfg.StateDir); len(entries) != 0 {
+		t.Errorf("state left: %v", entries)
+	}
+}
