@@ -87,7 +87,9 @@ func validatePodUID(field, uid string) error {
 	if err := validateText(field, uid, 64); err != nil {
 		return err
 	}
-	if strings.ContainsFunc(uid, func(r rune) bool { return !(r == '-' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r))) }) {
+	if strings.ContainsFunc(uid, func(r rune) bool {
+		return !(r == '-' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)))
+	}) {
 		return invalid(field, "%q is not a pod UID", uid)
 	}
 	return nil

@@ -63,7 +63,11 @@ func TestReadOnly(t *testing.T) {
 	s.s3.PutObject(t, "read-only-bkt", "a.txt", []byte("a"))
 	for name, req := range map[string]*csi.NodePublishVolumeRequest{
 		"reader-only mode": publishReq(s.target("pod-mode"), "read-only-bkt", csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY),
-		"readonly flag":    func() *csi.NodePublishVolumeRequest { r := rw(s.target("pod-flag"), "read-only-bkt"); r.Readonly = true; return r }(),
+		"readonly flag": func() *csi.NodePublishVolumeRequest {
+			r := rw(s.target("pod-flag"), "read-only-bkt")
+			r.Readonly = true
+			return r
+		}(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			s.publish(req)
