@@ -230,5 +230,8 @@ func TargetPath(t TB, kubeletDir, podUID, pvName string) string {
 	return target
 }
 
+// Conn returns the gRPC connection to the driver's socket.
+func (d *Driver) Conn() *grpc.ClientConn { return d.conn }
+
 // String describes the driver for failure messages.
 func (d *Driver) String() string { return fmt.Sprintf("driver(%s)", d.Socket) }
