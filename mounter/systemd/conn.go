@@ -20,7 +20,7 @@ type dbusConn interface {
 	StartTransientUnitContext(ctx context.Context, name, mode string, props []sd.Property, ch chan<- string) (int, error)
 	StopUnitContext(ctx context.Context, name, mode string, ch chan<- string) (int, error)
 	ResetFailedUnitContext(ctx context.Context, name string) error
-	GetUnitPropertyContext(ctx context.Context, unit, property string) (*sd.Property, error)
+	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
 	SystemStateContext(ctx context.Context) (*sd.Property, error)
 	Connected() bool
 	Close()

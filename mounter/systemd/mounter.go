@@ -237,9 +237,18 @@ func (m *Mounter) runUnit(ctx context.Context, name string, spec unitSpec) (stri
 	return res, nil
 }
 
-// stopUnit stops a unit and waits for it to be gone; a unit that is not loaded is fine.
+// stopUnit stops a unit and waits for it to be gone; a unit that is not loaded is fine. It
+// first lists loaded units by name, which (unlike StopUnit on an unknown name) does not make
+// systemd search the disk for a unit file: the common case, no unit, stays cheap.
 func (m *Mounter) stopUnit(ctx context.Context, name string) error {
 	return m.bus.do(func(c dbusConn) error {
+		loaded, err := c.ListUnitsByPatternsContext(ctx, nil, []string{name})
+		if err != nil {
+			return fmt.Errorf("list unit %s: %w", name, err)
+		}
+		if len(loaded) == 0 {
+			return nil
+		}
 		ch := make(chan string, 1)
 		if _, err := c.StopUnitContext(ctx, name, "replace", ch); err != nil {
 			if isNoSuchUnit(err) {

@@ -64,6 +64,8 @@ func RemoveProfile(dir string) error {
 }
 
 // writeAtomic writes data to path via a 0600 temporary file in the same directory and a rename.
+// It does not fsync: after a node crash every mount is gone and kubelet's republish rewrites
+// the files, so durability would only add latency (and fsync stalls) to every publish.
 func writeAtomic(path, data string) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -79,9 +81,6 @@ func writeAtomic(path, data string) (err error) {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	if _, err = f.WriteString(data); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err = f.Sync(); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	if err = f.Close(); err != nil {

@@ -1,0 +1,95 @@
+# Makefile of the Scality S3 CSI driver. `make help` lists the targets.
+#
+# The two commands a new user needs:
+#   make demo   a local end-to-end mount on this machine (no cluster needed)
+#   make test   every test suite; installs what it needs into bin/ by itself
+#
+# Tests mount filesystems and run a systemd user manager: they need root (as CI has).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+include tools.mk
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/s3csi/s3-csi-driver/pkg/version.Version=$(VERSION)
+BIN := $(abspath bin)
+GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
+
+# Shipped binaries (cmd/) and the test-only mount-s3 stand-in (tests/mounts3, never shipped).
+COMMANDS := scality-s3-csi-driver install-mp
+BINARIES := $(addprefix $(BIN)/,$(COMMANDS)) $(BIN)/mount-s3
+
+# Tools the test suites need (see tools.mk).
+TEST_TOOLS := $(VERSITYGW) apt-deps
+
+# Fuzz targets run briefly by `make test` (package:target).
+FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse
+FUZZ_TIME ?= 10s
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+##@ Build
+
+.PHONY: build
+build: ## Build every binary into bin/.
+	@mkdir -p $(BIN)
+	@for c in $(COMMANDS); do $(GO_BUILD) -o $(BIN)/$$c ./cmd/$$c || exit 1; done
+	@$(GO_BUILD) -o $(BIN)/mount-s3 ./tests/mounts3
+
+.PHONY: image
+image: ## Build the container image (needs a Docker engine and base images).
+	docker build --build-arg VERSION=$(VERSION) -t scality-s3-csi-driver:$(VERSION) .
+
+##@ Quality
+
+.PHONY: fmt
+fmt: ## Format the code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## go vet.
+	$(GO) vet ./...
+
+.PHONY: verify
+verify: ## Fail on unformatted code, go.mod drift, vet findings or generated-file drift.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
+	$(GO) vet ./...
+
+##@ Test
+
+.PHONY: test
+test: verify build $(TEST_TOOLS) ## Run every suite: unit, sanity, integration, fuzz (briefly).
+	$(GO) test -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory test-fuzz
+
+.PHONY: test-unit
+test-unit: ## Unit tests only (no root, no real components).
+	$(GO) test -race -count=1 ./pkg/... ./mounter/mountertest/... -run 'Test[^I]|TestI[^n]'
+
+.PHONY: test-integration
+test-integration: build $(TEST_TOOLS) ## Real-component suites: systemd mounter, driver process, csi-sanity.
+	$(GO) test -race -count=1 -timeout 15m ./mounter/systemd/... ./tests/...
+
+.PHONY: test-fuzz
+test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 10s).
+	@for ft in $(FUZZ_TARGETS); do pkg=$${ft%%:*}; fn=$${ft##*:}; \
+		echo "fuzz $$pkg $$fn ($(FUZZ_TIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; done
+
+.PHONY: bench
+bench: build $(TEST_TOOLS) ## Print NodePublish latency figures (systemd mode); not asserted.
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./tests/bench/
+
+##@ Demo
+
+.PHONY: demo
+demo: build $(TEST_TOOLS) ## Mount a bucket end to end on this machine, step by step, then clean up.
+	$(GO) run ./tests/demo
+
+.PHONY: clean
+clean: ## Remove built binaries (tools stay; see tools-clean).
+	rm -f $(BINARIES)

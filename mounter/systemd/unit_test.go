@@ -1,0 +1,262 @@
+package systemd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestUnitNames(t *testing.T) {
+	a := MountUnitName("/var/lib/kubelet/pods/p1/volumes/kubernetes.io~csi/pv/mount")
+	if a != MountUnitName("/var/lib/kubelet/pods/p1/volumes/kubernetes.io~csi/pv/mount") {
+		t.Fatal("unit name is not deterministic")
+	}
+	if a == MountUnitName("/var/lib/kubelet/pods/p2/volumes/kubernetes.io~csi/pv/mount") {
+		t.Fatal("different targets share a unit name")
+	}
+	if !regexp.MustCompile(`^mount-s3-[0-9a-f]{16}\.service$`).MatchString(a) {
+		t.Errorf("unit name %q does not match mount-s3-<16 hex>.service", a)
+	}
+	if u := umountUnitName("/x"); !strings.HasPrefix(u, "mount-s3-umount-") || u == MountUnitName("/x") {
+		t.Errorf("umount unit name %q", u)
+	}
+}
+
+// TestPropertiesGolden pins the exact transient-unit properties of a mount: a change must be
+// deliberate (go test ./mounter/systemd -run Golden -update).
+func TestPropertiesGolden(t *testing.T) {
+	spec := unitSpec{
+		description: "mount-s3 for S3 CSI volume vol-1 at /var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount",
+		kind:        "forking",
+		argv:        []string{"/opt/mountpoint-s3-csi/bin/mount-s3", "--allow-delete", "--force-path-style", "bucket", "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"},
+		env:         []string{"AWS_REGION=us-east-1", "AWS_PROFILE=s3-csi", "AWS_CONFIG_FILE=/state/config", "AWS_SHARED_CREDENTIALS_FILE=/state/credentials", "AWS_ENDPOINT_URL=http://s3:8000"},
+		logFile:     "/state/mount-s3.log",
+		timeout:     60 * time.Second,
+	}
+	var b strings.Builder
+	for _, p := range spec.properties() {
+		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
+	}
+	golden := filepath.Join("testdata", "mount-unit.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("unit properties changed:\n--- got\n%s--- want\n%s", b.String(), want)
+	}
+	for _, banned := range []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN="} {
+		if strings.Contains(b.String(), banned) {
+			t.Errorf("properties set %s", banned)
+		}
+	}
+}
+
+// fakeConn is a scripted dbusConn: it records calls and can drop its connection.
+type fakeConn struct {
+	mu        sync.Mutex
+	connected bool
+	calls     []string
+	// stopErr is returned by StopUnitContext; dropOnCall drops the connection during the call.
+	stopErr    error
+	dropOnCall bool
+	// jobResult is delivered on the job channel unless hold is set.
+	jobResult string
+	hold      bool
+	// absent makes ListUnitsByPatterns report no loaded unit.
+	absent bool
+}
+
+func (f *fakeConn) record(call string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+	if f.dropOnCall {
+		f.connected = false
+		return false
+	}
+	return true
+}
+
+func (f *fakeConn) job(ch chan<- string) {
+	if !f.hold && ch != nil {
+		ch <- f.jobResult
+	}
+}
+
+func (f *fakeConn) StartTransientUnitContext(_ context.Context, name, _ string, _ []sd.Property, ch chan<- string) (int, error) {
+	if !f.record("start " + name) {
+		return 0, dbus.ErrClosed
+	}
+	f.job(ch)
+	return 1, nil
+}
+
+func (f *fakeConn) StopUnitContext(_ context.Context, name, _ string, ch chan<- string) (int, error) {
+	if !f.record("stop " + name) {
+		return 0, dbus.ErrClosed
+	}
+	if f.stopErr != nil {
+		return 0, f.stopErr
+	}
+	f.job(ch)
+	return 1, nil
+}
+
+func (f *fakeConn) ResetFailedUnitContext(_ context.Context, name string) error {
+	f.record("reset " + name)
+	return nil
+}
+
+func (f *fakeConn) ListUnitsByPatternsContext(_ context.Context, _, patterns []string) ([]sd.UnitStatus, error) {
+	if !f.record("list " + strings.Join(patterns, ",")) {
+		return nil, dbus.ErrClosed
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.absent {
+		return nil, nil
+	}
+	return []sd.UnitStatus{{Name: patterns[0]}}, nil
+}
+
+func (f *fakeConn) SystemStateContext(context.Context) (*sd.Property, error) {
+	if !f.record("state") {
+		return nil, dbus.ErrClosed
+	}
+	return &sd.Property{Name: "SystemState", Value: dbus.MakeVariant("running")}, nil
+}
+
+func (f *fakeConn) Connected() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.connected
+}
+
+func (f *fakeConn) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.connected = false
+}
+
+// dialer hands out the given connections in order, then fails.
+func dialer(conns ...*fakeConn) (dialFunc, *int) {
+	n := 0
+	return func() (dbusConn, error) {
+		if n >= len(conns) {
+			n++
+			return nil, errors.New("connection refused")
+		}
+		c := conns[n]
+		n++
+		return c, nil
+	}, &n
+}
+
+func TestCheckReconnectsAfterDrop(t *testing.T) {
+	first := &fakeConn{connected: true}
+	second := &fakeConn{connected: true}
+	dial, dials := dialer(first, second)
+	m := newMounter(Config{}, dial)
+	if err := m.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first.mu.Lock()
+	first.dropOnCall = true // the next call finds the peer gone
+	first.mu.Unlock()
+	if err := m.Check(context.Background()); err != nil {
+		t.Fatalf("Check after a drop: %v; want a transparent retry on a new connection", err)
+	}
+	if *dials != 2 || len(second.calls) != 1 {
+		t.Errorf("dials = %d, calls on the new connection = %v", *dials, second.calls)
+	}
+	second.Close()
+	if err := m.Check(context.Background()); !errors.Is(err, mounter.ErrUnavailable) {
+		t.Errorf("Check with systemd gone: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestStopUnitSkipsUnloadedUnit(t *testing.T) {
+	c := &fakeConn{connected: true, absent: true}
+	dial, _ := dialer(c)
+	m := newMounter(Config{}, dial)
+	if err := m.stopUnit(context.Background(), "mount-s3-x.service"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"list mount-s3-x.service"}; !slices.Equal(c.calls, want) {
+		t.Errorf("calls = %v, want only %v (no StopUnit for a unit that is not loaded)", c.calls, want)
+	}
+}
+
+func TestStopUnitToleratesMissingUnit(t *testing.T) {
+	c := &fakeConn{connected: true, stopErr: dbus.Error{Name: "org.freedesktop.systemd1.NoSuchUnit", Body: []any{"not loaded"}}}
+	dial, _ := dialer(c)
+	m := newMounter(Config{}, dial)
+	if err := m.stopUnit(context.Background(), "mount-s3-x.service"); err != nil {
+		t.Fatalf("stopUnit of a missing unit: %v", err)
+	}
+	c.stopErr = errors.New("access denied")
+	if err := m.stopUnit(context.Background(), "mount-s3-x.service"); err == nil {
+		t.Fatal("stopUnit hid a real error")
+	}
+}
+
+func TestRunUnitNoticesLostConnection(t *testing.T) {
+	c := &fakeConn{connected: true, hold: true}
+	dial, _ := dialer(c)
+	m := newMounter(Config{}, dial)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		c.Close() // systemd went away while the job was running
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := m.runUnit(ctx, "mount-s3-x.service", unitSpec{kind: "forking", argv: []string{"/bin/true"}})
+	if !errors.Is(err, errConnLost) {
+		t.Fatalf("err = %v, want errConnLost (not a hang until the deadline)", err)
+	}
+}
+
+func TestRunUnitHonoursContext(t *testing.T) {
+	c := &fakeConn{connected: true, hold: true}
+	dial, _ := dialer(c)
+	m := newMounter(Config{}, dial)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := m.runUnit(ctx, "u", unitSpec{kind: "forking", argv: []string{"/bin/true"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestIsNoSuchUnit(t *testing.T) {
+	e := dbus.Error{Name: "org.freedesktop.systemd1.NoSuchUnit"}
+	for _, err := range []error{e, &e, fmt.Errorf("wrapped: %w", e)} {
+		if !isNoSuchUnit(err) {
+			t.Errorf("isNoSuchUnit(%v) = false", err)
+		}
+	}
+	if isNoSuchUnit(dbus.Error{Name: "org.freedesktop.DBus.Error.AccessDenied"}) || isNoSuchUnit(errors.New("x")) {
+		t.Error("isNoSuchUnit true for another error")
+	}
+}
