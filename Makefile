@@ -17,11 +17,11 @@ BIN := $(abspath bin)
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 
 # Shipped binaries (cmd/) and the test-only mount-s3 stand-in (tests/mounts3, never shipped).
-COMMANDS := scality-s3-csi-driver install-mp
+COMMANDS := scality-s3-csi-driver install-mp scality-csi-controller
 BINARIES := $(addprefix $(BIN)/,$(COMMANDS)) $(BIN)/mount-s3
 
 # Tools the test suites need (see tools.mk).
-TEST_TOOLS := $(VERSITYGW) apt-deps
+TEST_TOOLS := $(VERSITYGW) envtest-assets apt-deps
 
 # Fuzz targets run briefly by `make test` (package:target).
 FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse
@@ -43,6 +43,18 @@ build: ## Build every binary into bin/.
 image: ## Build the container image (needs a Docker engine and base images).
 	docker build --build-arg VERSION=$(VERSION) -t scality-s3-csi-driver:$(VERSION) .
 
+##@ Generate
+
+CRD_DIR := crd
+CHART_DIR := charts/scality-s3-csi-driver
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, the CRD YAML and the controller's RBAC.
+	$(CONTROLLER_GEN) object paths=./crd/...
+	$(CONTROLLER_GEN) crd paths=./crd/... output:crd:dir=./$(CRD_DIR)
+	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-csi-controller paths=./pkg/reconciler/... output:rbac:dir=$$tmp && \
+		mkdir -p $(CHART_DIR)/files && mv $$tmp/role.yaml $(CHART_DIR)/files/controller-rbac.yaml && rm -rf $$tmp
+
 ##@ Quality
 
 .PHONY: fmt
@@ -54,10 +66,12 @@ vet: ## go vet.
 	$(GO) vet ./...
 
 .PHONY: verify
-verify: ## Fail on unformatted code, go.mod drift, vet findings or generated-file drift.
+verify: generate ## Fail on unformatted code, go.mod drift, vet findings or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
+	@if [ -n "$$(git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files)" ]; then \
+		echo "generated files are out of date; run make generate and commit:"; git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files; exit 1; fi
 
 ##@ Test
 

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -34,15 +33,12 @@ type DriverOptions struct {
 // Driver is a running scality-s3-csi-driver process (built by make into bin/) with CSI
 // clients connected to its socket.
 type Driver struct {
+	*Process
 	Socket   string
 	Node     csi.NodeClient
 	Identity csi.IdentityClient
-	LogFile  string
 
-	t    TB
 	opts DriverOptions
-	cmd  *exec.Cmd
-	done chan struct{}
 	conn *grpc.ClientConn
 }
 
@@ -53,22 +49,20 @@ func StartDriver(t TB, o DriverOptions) *Driver {
 	if o.NodeID == "" {
 		o.NodeID = "node-1"
 	}
-	dir := t.TempDir()
-	d := &Driver{Socket: filepath.Join(dir, "csi.sock"), LogFile: filepath.Join(dir, "driver.log"), t: t, opts: o}
-	d.start()
-	t.Cleanup(d.Stop)
+	d := &Driver{Socket: filepath.Join(t.TempDir(), "csi.sock"), opts: o}
+	d.Process = StartProcess(t, "scality-s3-csi-driver", d.args(t), d.env())
+	d.connect()
 	return d
 }
 
-// Args returns the command line the driver runs with (without the binary).
-func (d *Driver) Args() []string {
+func (d *Driver) args(t TB) []string {
 	o := d.opts
 	args := []string{
 		"--endpoint=unix://" + d.Socket,
 		"--node-id=" + o.NodeID,
 		"--kubelet-path=" + o.KubeletDir,
 		"--systemd-socket=" + o.SystemdSocket,
-		"--mount-s3-path=" + MountS3(d.t),
+		"--mount-s3-path=" + MountS3(t),
 		"--s3-endpoint-url=" + o.S3.Endpoint,
 		"--s3-region=" + o.S3.Region,
 		"--mount-timeout=30s",
@@ -77,9 +71,8 @@ func (d *Driver) Args() []string {
 	return append(args, o.ExtraArgs...)
 }
 
-// Env returns the environment the driver runs with: nothing inherited, driver credentials only
-// when requested.
-func (d *Driver) Env() []string {
+// env is the driver's environment: nothing inherited, driver credentials only when requested.
+func (d *Driver) env() []string {
 	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	if d.opts.WithCredentials {
 		env = append(env, "AWS_ACCESS_KEY_ID="+d.opts.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+d.opts.S3.SecretKey)
@@ -87,32 +80,21 @@ func (d *Driver) Env() []string {
 	return env
 }
 
-func (d *Driver) start() {
+// connect dials the socket and waits until Probe reports ready.
+func (d *Driver) connect() {
 	d.t.Helper()
-	log, err := os.OpenFile(d.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		d.t.Fatalf("driver log: %v", err)
-	}
-	defer log.Close()
-	cmd := exec.Command(Bin(d.t, "scality-s3-csi-driver"), d.Args()...)
-	cmd.Env = d.Env()
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		d.t.Fatalf("start driver: %v", err)
-	}
-	d.cmd, d.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(d.done) }()
 	conn, err := grpc.NewClient("unix://"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		d.t.Fatalf("grpc client: %v", err)
 	}
+	if d.conn != nil {
+		d.conn.Close()
+	}
 	d.conn, d.Node, d.Identity = conn, csi.NewNodeClient(conn), csi.NewIdentityClient(conn)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		select {
-		case <-d.done:
+		if !d.Running() {
 			d.t.Fatalf("driver exited early:\n%s", d.Log())
-		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		p, err := d.Identity.Probe(ctx, &csi.ProbeRequest{})
@@ -125,38 +107,12 @@ func (d *Driver) start() {
 	d.t.Fatalf("driver not ready after 20s:\n%s", d.Log())
 }
 
-// Stop terminates the driver (SIGTERM, then SIGKILL after 10 s). Calling it twice is fine.
-func (d *Driver) Stop() { d.signal(syscall.SIGTERM) }
-
-// Kill kills the driver abruptly, as a crash or an OOM kill would.
-func (d *Driver) Kill() { d.signal(syscall.SIGKILL) }
-
-func (d *Driver) signal(sig syscall.Signal) {
-	if d.cmd == nil {
-		return
-	}
-	_ = d.cmd.Process.Signal(sig)
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	}
-	d.conn.Close()
-	d.cmd = nil
-}
-
-// Restart starts the driver again (after Stop or Kill) with the same options.
+// Restart stops the driver (if running) and starts it again with the same options.
 func (d *Driver) Restart() {
 	d.t.Helper()
 	d.Stop()
-	d.start()
-}
-
-// Log returns everything the driver printed so far.
-func (d *Driver) Log() string {
-	b, _ := os.ReadFile(d.LogFile)
-	return string(b)
+	d.Start()
+	d.connect()
 }
 
 // MountsBelow lists the mount points at or below dir, from /proc/self/mountinfo.

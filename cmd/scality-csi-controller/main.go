@@ -1,0 +1,163 @@
+// Command scality-csi-controller runs the pod-mode control plane: the Pod Reconciler, which
+// gives every workload that mounts an S3 volume a Mountpoint Pod on its node and records the
+// pairing in a MountpointS3PodAttachment, and the periodic stale-attachment cleaner. Flags are
+// the only configuration; the Kubernetes connection comes from --kubeconfig, $KUBECONFIG or the
+// in-cluster service account.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/version"
+)
+
+type options struct {
+	namespace          string
+	image              string
+	pullPolicy         string
+	command            string
+	priorityClass      string
+	tolerations        string
+	serviceAccount     string
+	batchWindow        time.Duration
+	resyncInterval     time.Duration
+	orphanGrace        time.Duration
+	workers            int
+	leaderElect        bool
+	leaderElectionNS   string
+	leaderElectionID   string
+	metricsAddress     string
+	healthProbeAddress string
+	showVersion        bool
+}
+
+func (o *options) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.namespace, "mountpoint-namespace", "mount-s3", "namespace of the Mountpoint Pods")
+	fs.StringVar(&o.image, "mountpoint-image", "", "image of the Mountpoint Pods (the driver image); required")
+	fs.StringVar(&o.pullPolicy, "mountpoint-image-pull-policy", "IfNotPresent", "image pull policy of the Mountpoint Pods: Always, IfNotPresent or Never")
+	fs.StringVar(&o.command, "mountpoint-command", "/bin/scality-csi-mounter", "command the Mountpoint Pod runs")
+	fs.StringVar(&o.priorityClass, "mountpoint-priority-class-name", "", "priority class of the Mountpoint Pods (none when empty)")
+	fs.StringVar(&o.tolerations, "mountpoint-tolerations", "", `tolerations of the Mountpoint Pods as a JSON list, e.g. [{"key":"dedicated","operator":"Exists"}] (none when empty)`)
+	fs.StringVar(&o.serviceAccount, "mountpoint-service-account", "", "service account of the Mountpoint Pods (the namespace default when empty; its token is never mounted)")
+	fs.DurationVar(&o.batchWindow, "batch-window", time.Second, "events for a volume on a node reconciled less than this long ago wait for the rest of the window, so a burst of workloads costs one write")
+	fs.DurationVar(&o.resyncInterval, "resync-interval", 2*time.Minute, "how often every attachment and Mountpoint Pod is checked again (stale-attachment cleaner)")
+	fs.DurationVar(&o.orphanGrace, "orphan-grace", time.Minute, "age at which a Mountpoint Pod no attachment references is retired")
+	fs.IntVar(&o.workers, "workers", 4, "concurrent reconciles")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader (Lease) so only one replica reconciles")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default $POD_NAMESPACE; in-cluster default otherwise)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "scality-csi-controller", "name of the leader election Lease")
+	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.healthProbeAddress, "health-probe-address", ":8081", "address of /healthz and /readyz (0 disables them)")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+}
+
+func (o *options) reconcilerConfig() (reconciler.Config, error) {
+	var errs []error
+	if o.image == "" {
+		errs = append(errs, errors.New("--mountpoint-image is required"))
+	}
+	if o.namespace == "" {
+		errs = append(errs, errors.New("--mountpoint-namespace must not be empty"))
+	}
+	policy := corev1.PullPolicy(o.pullPolicy)
+	if policy != corev1.PullAlways && policy != corev1.PullIfNotPresent && policy != corev1.PullNever {
+		errs = append(errs, fmt.Errorf("--mountpoint-image-pull-policy must be Always, IfNotPresent or Never, not %q", o.pullPolicy))
+	}
+	var tolerations []corev1.Toleration
+	if o.tolerations != "" {
+		dec := json.NewDecoder(strings.NewReader(o.tolerations))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&tolerations); err != nil {
+			errs = append(errs, fmt.Errorf("--mountpoint-tolerations: %w", err))
+		}
+	}
+	if o.batchWindow < 0 || o.resyncInterval <= 0 || o.orphanGrace <= 0 || o.workers < 1 {
+		errs = append(errs, errors.New("--batch-window must be >= 0; --resync-interval, --orphan-grace and --workers must be positive"))
+	}
+	return reconciler.Config{
+		MountpointPod: reconciler.MountpointPodConfig{
+			Namespace: o.namespace, Image: o.image, Command: []string{o.command}, ImagePullPolicy: policy,
+			PriorityClassName: o.priorityClass, Tolerations: tolerations, ServiceAccountName: o.serviceAccount,
+			DriverVersion: version.Version,
+		},
+		BatchWindow: o.batchWindow,
+		OrphanGrace: o.orphanGrace,
+	}, errors.Join(errs...)
+}
+
+func main() {
+	klog.InitFlags(nil)
+	var o options
+	o.addFlags(flag.CommandLine)
+	flag.Parse()
+	if o.showVersion {
+		fmt.Printf("scality-csi-controller %s\n", version.Version)
+		return
+	}
+	logger := klog.NewKlogr()
+	ctrl.SetLogger(logger)
+	cfg, err := o.reconcilerConfig()
+	if err != nil {
+		logger.Error(err, "Invalid flags")
+		os.Exit(2)
+	}
+	if err := run(o, cfg); err != nil {
+		logger.Error(err, "Controller stopped")
+		os.Exit(1)
+	}
+}
+
+func run(o options, cfg reconciler.Config) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := crdv2.AddToScheme(scheme); err != nil {
+		return err
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes connection: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         reconciler.CacheOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
+		HealthProbeBindAddress:        o.healthProbeAddress,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if _, err := reconciler.Setup(ctx, mgr, cfg, reconciler.Options{Workers: o.workers, ResyncInterval: o.resyncInterval}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.Info("Starting", "version", version.Version, "mountpointNamespace", cfg.MountpointPod.Namespace, "leaderElection", o.leaderElect)
+	return mgr.Start(ctx)
+}

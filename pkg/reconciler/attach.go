@@ -1,0 +1,334 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+)
+
+// plan is the attachment content being computed: Mountpoint Pod name → workloads.
+type plan map[string][]crdv2.WorkloadAttachment
+
+// reconcileKey brings one key's attachment and Mountpoint Pods in line with its workloads:
+//  1. drop workloads that ended or no longer belong to the key;
+//  2. drop Mountpoint Pods that vanished or finished (their waiting workloads are re-placed);
+//  3. retire Mountpoint Pods left without workloads (annotation needs-unmount);
+//  4. place new workloads on a shareable Mountpoint Pod, creating one when none is;
+//  5. write the attachment once (create, update or delete), merging duplicates into it.
+func (r *Reconciler) reconcileKey(ctx context.Context, key Key) (reconcile.Result, error) {
+	logger := log.FromContext(ctx).WithValues("node", key.NodeName, "pv", key.PVName)
+	cur, dups, err := r.attachments(ctx, key)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	desired, err := r.desiredWorkloads(ctx, key)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
+	p := plan{}
+	for _, a := range append(slices.Clone(dups), cur) {
+		if a == nil {
+			continue
+		}
+		for mp, ws := range a.Spec.MountpointS3PodAttachments {
+			p[mp] = append(p[mp], ws...)
+		}
+	}
+	attached := map[string]bool{}
+	for mp, ws := range p {
+		p[mp] = slices.DeleteFunc(ws, func(w crdv2.WorkloadAttachment) bool {
+			return desired[w.WorkloadPodUID] == nil || attached[w.WorkloadPodUID]
+		})
+		for _, w := range p[mp] {
+			attached[w.WorkloadPodUID] = true
+		}
+	}
+
+	// Mountpoint Pods: gone or finished ones are dropped; empty ones retired.
+	pods := map[string]*corev1.Pod{}
+	for _, mp := range slices.Sorted(maps.Keys(p)) {
+		pod, ok, err := r.mountpointPod(ctx, mp)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if !ok || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			logger.Info("Mountpoint Pod gone or finished; its workloads are re-placed if still waiting", "mountpointPod", mp, "workloads", len(p[mp]))
+			for _, w := range p[mp] {
+				delete(attached, w.WorkloadPodUID)
+			}
+			delete(p, mp)
+			continue
+		}
+		pods[mp] = pod
+		if len(p[mp]) == 0 {
+			if err := r.retire(ctx, pod, "no workload left"); err != nil {
+				return reconcile.Result{}, err
+			}
+			delete(p, mp)
+		}
+	}
+
+	// New workloads: waiting for their mount (a Running pod without an attachment was mounted
+	// by something else, e.g. systemd mode, and is left alone).
+	var newPods []*corev1.Pod
+	for uid, pod := range desired {
+		if !attached[uid] && pod.Status.Phase != corev1.PodRunning {
+			newPods = append(newPods, pod)
+		}
+	}
+	if len(newPods) > 0 {
+		slices.SortFunc(newPods, func(a, b *corev1.Pod) int {
+			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+				return c
+			}
+			return compareStrings(string(a.UID), string(b.UID))
+		})
+		mp, err := r.placement(ctx, key, p, pods, newPods)
+		if err != nil {
+			for _, pod := range newPods {
+				r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonMountpointPodFailed, "Mount", "Creating the Mountpoint Pod for PersistentVolume %s failed: %v", key.PVName, err)
+			}
+			return reconcile.Result{}, err
+		}
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		for _, pod := range newPods {
+			p[mp] = append(p[mp], crdv2.WorkloadAttachment{WorkloadPodUID: string(pod.UID), AttachmentTime: now})
+		}
+		logger.V(1).Info("Attaching workloads", "mountpointPod", mp, "count", len(newPods))
+	}
+	if err := r.write(ctx, key, cur, dups, p); err != nil {
+		for _, pod := range newPods {
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonAttachmentWriteFailed, "Mount", "Recording the Mountpoint Pod attachment for PersistentVolume %s failed: %v", key.PVName, err)
+		}
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// attachments returns the key's canonical attachment (nil when none) and any duplicates.
+func (r *Reconciler) attachments(ctx context.Context, key Key) (*crdv2.MountpointS3PodAttachment, []*crdv2.MountpointS3PodAttachment, error) {
+	var list crdv2.MountpointS3PodAttachmentList
+	if err := r.client.List(ctx, &list, client.MatchingFields{IndexKey: key.String()}); err != nil {
+		return nil, nil, err
+	}
+	name := AttachmentName(key)
+	var cur *crdv2.MountpointS3PodAttachment
+	var dups []*crdv2.MountpointS3PodAttachment
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			cur = &list.Items[i]
+		} else {
+			dups = append(dups, &list.Items[i])
+		}
+	}
+	return r.overlay.resolve(key, cur), dups, nil
+}
+
+// desiredWorkloads returns the key's live workloads by UID: pods using the claim the key's PV is
+// bound to, scheduled on the key's node, not ended, whose own key (fsGroup, ...) is this key.
+func (r *Reconciler) desiredWorkloads(ctx context.Context, key Key) (map[string]*corev1.Pod, error) {
+	var pv corev1.PersistentVolume
+	if err := r.client.Get(ctx, types.NamespacedName{Name: key.PVName}, &pv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return map[string]*corev1.Pod{}, nil // no PV, no workload can use it
+		}
+		return nil, err
+	}
+	if !isOurs(&pv) || pv.Spec.ClaimRef == nil {
+		return map[string]*corev1.Pod{}, nil
+	}
+	claim := pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexPodClaim: claim}); err != nil {
+		return nil, err
+	}
+	desired := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Spec.NodeName != key.NodeName || isEnded(pod) || keyFor(pod, &pv) != key {
+			continue
+		}
+		desired[string(pod.UID)] = pod
+	}
+	return desired, nil
+}
+
+// mountpointPod returns a Mountpoint Pod from the cache; a pod this controller just created and
+// the cache has not seen yet counts as existing (with an empty status). A pod missing from the
+// cache is confirmed missing with a direct read before it is given up.
+func (r *Reconciler) mountpointPod(ctx context.Context, name string) (*corev1.Pod, bool, error) {
+	nn := types.NamespacedName{Namespace: r.cfg.MountpointPod.Namespace, Name: name}
+	var pod corev1.Pod
+	err := r.client.Get(ctx, nn, &pod)
+	if err == nil {
+		r.expect.observed(name)
+		return &pod, true, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, false, err
+	}
+	if r.expect.pending(name) {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nn.Namespace, Labels: map[string]string{LabelDriverVersion: VersionLabel(r.cfg.MountpointPod.DriverVersion)}}}, true, nil
+	}
+	if err := r.apiReader.Get(ctx, nn, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return &pod, true, nil
+}
+
+// shareable reports whether new workloads may join a Mountpoint Pod.
+func (r *Reconciler) shareable(pod *corev1.Pod) bool {
+	return pod.Annotations[AnnotationNeedsUnmount] == "" && pod.Annotations[AnnotationNoNewWorkload] == "" &&
+		pod.Labels[LabelDriverVersion] == VersionLabel(r.cfg.MountpointPod.DriverVersion) &&
+		pod.DeletionTimestamp == nil
+}
+
+// placement picks the Mountpoint Pod new workloads join: a shareable one already in the plan,
+// else a new one named after the first new workload (reusing it when an earlier attempt created
+// it but failed to record it).
+func (r *Reconciler) placement(ctx context.Context, key Key, p plan, pods map[string]*corev1.Pod, newPods []*corev1.Pod) (string, error) {
+	for _, mp := range slices.Sorted(maps.Keys(p)) {
+		if r.shareable(pods[mp]) {
+			return mp, nil
+		}
+	}
+	for _, w := range newPods {
+		name := MountpointPodName(string(w.UID), key.PVName)
+		pod := buildMountpointPod(r.cfg.MountpointPod, key, name, string(w.UID))
+		err := r.client.Create(ctx, pod)
+		if err == nil {
+			r.expect.add(name)
+			r.metrics.mountpointPodsCreated.Inc()
+			log.FromContext(ctx).Info("Created Mountpoint Pod", "mountpointPod", name, "node", key.NodeName, "pv", key.PVName)
+			return name, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create Mountpoint Pod %s: %w", name, err)
+		}
+		existing, ok, err := r.mountpointPod(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		if ok && r.shareable(existing) && existing.Annotations[AnnotationVolumeName] == key.PVName {
+			return name, nil // created by an earlier attempt (or another replica): adopt it
+		}
+	}
+	return "", fmt.Errorf("%w: every candidate Mountpoint Pod name for PV %s is taken by a pod being retired", errRequeue, key.PVName)
+}
+
+// retire marks a Mountpoint Pod needs-unmount: the node unmounts it once no workload uses the
+// mount, the pod then exits and is deleted. Retiring twice is a no-op.
+func (r *Reconciler) retire(ctx context.Context, pod *corev1.Pod, why string) error {
+	if pod.Annotations[AnnotationNeedsUnmount] != "" {
+		return nil
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+AnnotationNeedsUnmount+`":"true"}}}`))
+	if err := r.client.Patch(ctx, pod, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).Info("Retiring Mountpoint Pod", "mountpointPod", pod.Name, "why", why)
+	return nil
+}
+
+// write makes the key's attachment hold p with as few writes as possible: nothing when
+// unchanged, one create/update/delete otherwise; duplicates (already merged into p) are deleted.
+func (r *Reconciler) write(ctx context.Context, key Key, cur *crdv2.MountpointS3PodAttachment, dups []*crdv2.MountpointS3PodAttachment, p plan) error {
+	switch {
+	case len(p) == 0 && cur != nil:
+		if err := r.client.Delete(ctx, cur, client.Preconditions{ResourceVersion: &cur.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+			r.overlay.forget(key)
+			return err
+		}
+		r.overlay.remember(key, nil, cur.ResourceVersion)
+		log.FromContext(ctx).Info("Deleted attachment", "attachment", cur.Name)
+	case len(p) > 0 && cur == nil:
+		a := &crdv2.MountpointS3PodAttachment{
+			ObjectMeta: metav1.ObjectMeta{Name: AttachmentName(key), Labels: map[string]string{LabelDriverVersion: VersionLabel(r.cfg.MountpointPod.DriverVersion)}},
+			Spec: crdv2.MountpointS3PodAttachmentSpec{
+				NodeName: key.NodeName, PersistentVolumeName: key.PVName, VolumeID: key.VolumeID,
+				MountOptions: key.MountOptions, WorkloadFSGroup: key.FSGroup, AuthenticationSource: key.AuthSource,
+				MountpointS3PodAttachments: p,
+			},
+		}
+		if err := r.client.Create(ctx, a); err != nil {
+			r.overlay.forget(key)
+			return err
+		}
+		r.overlay.remember(key, a, "")
+	case len(p) > 0 && !reflect.DeepEqual(map[string][]crdv2.WorkloadAttachment(p), cur.Spec.MountpointS3PodAttachments):
+		a := cur.DeepCopy()
+		replaced := a.ResourceVersion
+		a.Spec.MountpointS3PodAttachments = p
+		if err := r.client.Update(ctx, a); err != nil {
+			r.overlay.forget(key)
+			return err
+		}
+		r.overlay.remember(key, a, replaced)
+	}
+	for _, d := range dups {
+		if err := r.client.Delete(ctx, d, client.Preconditions{ResourceVersion: &d.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		log.FromContext(ctx).Info("Merged and deleted a duplicate attachment", "attachment", d.Name)
+	}
+	return nil
+}
+
+// reconcileMountpointPod deletes a Mountpoint Pod that finished (Succeeded: it unmounted on
+// request) and retires one no attachment references (an orphan of an interrupted reconcile).
+func (r *Reconciler) reconcileMountpointPod(ctx context.Context, name string) (reconcile.Result, error) {
+	var pod corev1.Pod
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: r.cfg.MountpointPod.Namespace, Name: name}, &pod); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.expect.observed(name)
+	if pod.Labels[LabelComponent] != ComponentMountpoint {
+		return reconcile.Result{}, nil
+	}
+	if pod.Status.Phase == corev1.PodSucceeded {
+		uid := pod.UID
+		if err := r.client.Delete(ctx, &pod, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		log.FromContext(ctx).Info("Deleted finished Mountpoint Pod", "mountpointPod", name)
+		return reconcile.Result{}, nil
+	}
+	var refs crdv2.MountpointS3PodAttachmentList
+	if err := r.client.List(ctx, &refs, client.MatchingFields{IndexMountpointPod: name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(refs.Items) > 0 || pod.Annotations[AnnotationNeedsUnmount] != "" || pod.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	if age := time.Since(pod.CreationTimestamp.Time); age < r.cfg.OrphanGrace {
+		return reconcile.Result{RequeueAfter: r.cfg.OrphanGrace - age}, nil
+	}
+	return reconcile.Result{}, r.retire(ctx, &pod, "no attachment references it")
+}

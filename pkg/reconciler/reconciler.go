@@ -1,0 +1,249 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/s3csi/s3-csi-driver/pkg/version"
+)
+
+// Request is one unit of work. Exactly one field is set:
+//   - Key: bring the key's attachment and Mountpoint Pods in line with its workloads;
+//   - Pod: a workload some of whose volumes cannot be served yet: report why (events);
+//   - MountpointPod: housekeeping of one Mountpoint Pod (delete when Succeeded, retire orphans).
+type Request struct {
+	Key           Key
+	Pod           types.NamespacedName
+	MountpointPod string
+}
+
+// Config configures the reconciler.
+type Config struct {
+	MountpointPod MountpointPodConfig
+	// BatchWindow coalesces events for a key that was reconciled less than this long ago.
+	BatchWindow time.Duration
+	// OrphanGrace is how old an unreferenced Mountpoint Pod must be before it is retired.
+	OrphanGrace time.Duration
+}
+
+// Reconciler implements reconcile.TypedReconciler[Request].
+type Reconciler struct {
+	client    client.Client // cached reads, writes
+	apiReader client.Reader // uncached reads, for the rare "is it really gone?" question
+	recorder  events.EventRecorder
+	cfg       Config
+	metrics   *metrics
+
+	overlay overlay
+	expect  podExpectations
+
+	mu   sync.Mutex
+	last map[Key]time.Time // when each key was last reconciled (for coalescing)
+}
+
+var _ reconcile.TypedReconciler[Request] = (*Reconciler)(nil)
+
+// Event reasons on workload pods.
+const (
+	ReasonVolumeNotBound        = "S3VolumeNotBound"
+	ReasonVolumeMisconfigured   = "S3VolumeMisconfigured"
+	ReasonMountpointPodFailed   = "MountpointPodCreationFailed"
+	ReasonAttachmentWriteFailed = "MountpointAttachmentFailed"
+)
+
+// Reconcile dispatches a request.
+func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
+	var res reconcile.Result
+	var err error
+	switch {
+	case req.MountpointPod != "":
+		res, err = r.reconcileMountpointPod(ctx, req.MountpointPod)
+	case req.Pod != (types.NamespacedName{}):
+		err = r.diagnoseWorkload(ctx, req.Pod)
+	default:
+		r.mu.Lock()
+		if r.last == nil {
+			r.last = map[Key]time.Time{}
+		}
+		r.last[req.Key] = time.Now()
+		r.mu.Unlock()
+		res, err = r.reconcileKey(ctx, req.Key)
+	}
+	if err != nil {
+		r.metrics.reconcileErrors.WithLabelValues(requestKind(req)).Inc()
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			// Someone else wrote first: retry on fresh data, without logging an error.
+			log.FromContext(ctx).V(1).Info("Write raced, retrying", "err", err.Error())
+			return reconcile.Result{Requeue: true}, nil
+		}
+	}
+	return res, err
+}
+
+func requestKind(req Request) string {
+	switch {
+	case req.MountpointPod != "":
+		return "mountpointpod"
+	case req.Pod != (types.NamespacedName{}):
+		return "workload"
+	}
+	return "attachment"
+}
+
+// sinceLast reports how long ago key was last reconciled (a large value when never).
+func (r *Reconciler) sinceLast(k Key) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.last[k]
+	if !ok {
+		return time.Duration(1<<62 - 1)
+	}
+	return time.Since(t)
+}
+
+// pruneLast forgets keys not reconciled for a while (called by the periodic resync).
+func (r *Reconciler) pruneLast() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, t := range r.last {
+		if time.Since(t) > time.Minute {
+			delete(r.last, k)
+		}
+	}
+}
+
+// problem is a reason a workload volume cannot be served yet.
+type problem struct{ reason, message string }
+
+// isEnded reports whether a workload pod no longer needs its volumes served.
+func isEnded(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// isOurs reports whether pv is a CSI volume of this driver.
+func isOurs(pv *corev1.PersistentVolume) bool {
+	return pv.Spec.CSI != nil && pv.Spec.CSI.Driver == version.DriverName
+}
+
+// workloadKeys returns the sharing keys of pod's volumes that this driver serves, and the
+// problems that keep other volumes of this driver from being served. Only the cache is read.
+// Pods in the Mountpoint namespace and unscheduled pods have no keys.
+func (r *Reconciler) workloadKeys(ctx context.Context, pod *corev1.Pod) ([]Key, []problem, error) {
+	if pod.Namespace == r.cfg.MountpointPod.Namespace || pod.Spec.NodeName == "" {
+		return nil, nil, nil
+	}
+	var keys []Key
+	var problems []problem
+	seen := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil || seen[v.PersistentVolumeClaim.ClaimName] {
+			continue
+		}
+		seen[v.PersistentVolumeClaim.ClaimName] = true
+		k, p, err := r.volumeKey(ctx, pod, v.PersistentVolumeClaim.ClaimName)
+		if err != nil {
+			return nil, nil, err
+		}
+		if k != nil && !slices.Contains(keys, *k) {
+			keys = append(keys, *k)
+		}
+		if p != nil {
+			problems = append(problems, *p)
+		}
+	}
+	return keys, problems, nil
+}
+
+// volumeKey resolves one PVC of pod to its key, or to a problem when the volume is this
+// driver's but cannot be served yet, or to neither when it is not this driver's.
+func (r *Reconciler) volumeKey(ctx context.Context, pod *corev1.Pod, claim string) (*Key, *problem, error) {
+	var pvc corev1.PersistentVolumeClaim
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: claim}, &pvc); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
+		ours, err := r.claimIsOurs(ctx, &pvc)
+		if err != nil || !ours {
+			return nil, nil, err
+		}
+		return nil, &problem{ReasonVolumeNotBound, fmt.Sprintf("PersistentVolumeClaim %s is not bound yet; the Mountpoint Pod is created once it is", claim)}, nil
+	}
+	var pv corev1.PersistentVolume
+	if err := r.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, nil, err
+		}
+		ours, err := r.claimIsOurs(ctx, &pvc)
+		if err != nil || !ours {
+			return nil, nil, err
+		}
+		return nil, &problem{ReasonVolumeMisconfigured, fmt.Sprintf("PersistentVolumeClaim %s is bound to PersistentVolume %s, which does not exist", claim, pvc.Spec.VolumeName)}, nil
+	}
+	if !isOurs(&pv) {
+		return nil, nil, nil
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.Name != pvc.Name || ref.Namespace != pvc.Namespace {
+		return nil, nil, nil // binding still in progress; the PV update will bring us back
+	}
+	if pv.Spec.CSI.VolumeAttributes["bucketName"] == "" {
+		return nil, &problem{ReasonVolumeMisconfigured, fmt.Sprintf("PersistentVolume %s has no volumeAttributes.bucketName", pv.Name)}, nil
+	}
+	if a := pv.Spec.CSI.VolumeAttributes["authenticationSource"]; a != "" && a != "driver" && a != "secret" {
+		return nil, &problem{ReasonVolumeMisconfigured, fmt.Sprintf("PersistentVolume %s has authenticationSource %q; use driver or secret", pv.Name, a)}, nil
+	}
+	if pv.Spec.CSI.VolumeHandle == "" {
+		return nil, &problem{ReasonVolumeMisconfigured, fmt.Sprintf("PersistentVolume %s has no volumeHandle", pv.Name)}, nil
+	}
+	k := keyFor(pod, &pv)
+	return &k, nil, nil
+}
+
+// claimIsOurs reports whether an unbound (or dangling) claim is meant for this driver, judged
+// by its StorageClass's provisioner. Claims of other drivers must not get our events.
+func (r *Reconciler) claimIsOurs(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (bool, error) {
+	sc := pvc.Spec.StorageClassName
+	if sc == nil || *sc == "" {
+		return false, nil
+	}
+	var class storagev1.StorageClass
+	if err := r.client.Get(ctx, types.NamespacedName{Name: *sc}, &class); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return class.Provisioner == version.DriverName, nil
+}
+
+// diagnoseWorkload reports, as events on the pod, why some of its volumes cannot be served.
+func (r *Reconciler) diagnoseWorkload(ctx context.Context, nn types.NamespacedName) error {
+	var pod corev1.Pod
+	if err := r.client.Get(ctx, nn, &pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if isEnded(&pod) {
+		return nil
+	}
+	_, problems, err := r.workloadKeys(ctx, &pod)
+	if err != nil {
+		return err
+	}
+	for _, p := range problems {
+		log.FromContext(ctx).Info("Workload volume cannot be served yet", "pod", nn.String(), "reason", p.reason, "message", p.message)
+		r.recorder.Eventf(&pod, nil, corev1.EventTypeWarning, p.reason, "Mount", "%s", p.message)
+	}
+	return nil
+}
+
+// errRequeue asks for a retry without counting as a failure of the request's input.
+var errRequeue = errors.New("retry later")

@@ -1,0 +1,98 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+)
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=mount-s3,resources=pods,verbs=create;delete;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=s3.csi.scality.com,resources=mountpoints3podattachments,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// CacheOptions returns the cache options the controller's manager must use: pods are stripped to
+// what the reconciler reads, and managed fields are dropped from everything.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: stripPod}},
+	}
+}
+
+// Options are the controller's tuning knobs beyond Config.
+type Options struct {
+	// Workers is the number of concurrent reconciles.
+	Workers int
+	// ResyncInterval is how often every attachment and Mountpoint Pod is reconciled again
+	// (the stale-attachment cleaner).
+	ResyncInterval time.Duration
+}
+
+// Setup registers the indexes, the controller, its watches, its metrics and the periodic
+// resync with mgr. The resync runs only on the leader.
+func Setup(ctx context.Context, mgr manager.Manager, cfg Config, opts Options) (*Reconciler, error) {
+	if cfg.MountpointPod.Namespace == "" || cfg.MountpointPod.Image == "" {
+		return nil, fmt.Errorf("reconciler: Mountpoint Pod namespace and image are required")
+	}
+	if err := IndexAttachments(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if err := indexPods(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("index pods: %w", err)
+	}
+	r := &Reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("scality-csi-controller"),
+		cfg:       cfg,
+		metrics:   newMetrics(mgr.GetCache(), cfg.MountpointPod.Namespace),
+	}
+	if err := r.metrics.register(ctrlmetrics.Registry); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	c, err := controller.NewTyped[Request]("mountpoint-s3-pod-attachments", mgr, controller.TypedOptions[Request]{
+		Reconciler:              r,
+		MaxConcurrentReconciles: max(opts.Workers, 1),
+	})
+	if err != nil {
+		return nil, err
+	}
+	resync := make(chan event.TypedGenericEvent[Request], 1024)
+	for _, src := range []source.TypedSource[Request]{
+		source.TypedKind(mgr.GetCache(), &corev1.Pod{}, r.podHandler()),
+		source.TypedKind(mgr.GetCache(), &corev1.PersistentVolumeClaim{}, r.claimHandler()),
+		source.TypedKind(mgr.GetCache(), &corev1.PersistentVolume{}, r.volumeHandler()),
+		source.TypedKind(mgr.GetCache(), &crdv2.MountpointS3PodAttachment{}, r.attachmentHandler()),
+		source.TypedChannel(resync, r.requestHandler()),
+	} {
+		if err := c.Watch(src); err != nil {
+			return nil, err
+		}
+	}
+	interval := opts.ResyncInterval
+	if interval <= 0 {
+		interval = 2 * time.Minute
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		resyncEvery(ctx, mgr.GetClient(), cfg.MountpointPod.Namespace, interval, resync, r.pruneLast)
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

@@ -1,0 +1,265 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+)
+
+// expectLayout waits until the test's attachments are exactly want: for each PV name, the set of
+// workload UIDs sharing one Mountpoint Pod per attachment (one attachment per listed group).
+func (e *env) expectAttachments(n int, check func([]crdv2.MountpointS3PodAttachment) string) []crdv2.MountpointS3PodAttachment {
+	e.t.Helper()
+	var atts []crdv2.MountpointS3PodAttachment
+	eventually(e.t, 20*time.Second, func() string {
+		atts = e.attachments()
+		if len(atts) != n {
+			return fmt.Sprintf("%d attachments, want %d: %v", len(atts), n, atts)
+		}
+		if check != nil {
+			return check(atts)
+		}
+		return ""
+	})
+	return atts
+}
+
+func hasWorkloads(a crdv2.MountpointS3PodAttachment, uids ...types.UID) string {
+	var got []string
+	for _, ws := range a.Spec.MountpointS3PodAttachments {
+		for _, w := range ws {
+			got = append(got, w.WorkloadPodUID)
+		}
+	}
+	for _, u := range uids {
+		if !slices.Contains(got, string(u)) {
+			return fmt.Sprintf("attachment %s lacks workload %s (has %v)", a.Name, u, got)
+		}
+	}
+	if len(got) != len(uids) {
+		return fmt.Sprintf("attachment %s has %v, want %d workloads", a.Name, got, len(uids))
+	}
+	return ""
+}
+
+func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
+	e := newEnv(t, `--mountpoint-tolerations=[{"key":"dedicated","operator":"Equal","value":"storage","effect":"NoSchedule"}]`)
+	pv, claim := e.volume("data", volumeOpts{mountOptions: []string{"allow-delete", "uid=1000"}})
+	w := e.pod("w1", e.node(1), ptr.To[int64](2000), claim)
+
+	atts := e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], w.UID) })
+	a := atts[0]
+	key := reconciler.Key{NodeName: e.node(1), PVName: pv, VolumeID: pv + "-handle", MountOptions: "allow-delete,uid=1000", FSGroup: "2000", AuthSource: "driver"}
+	if a.Name != reconciler.AttachmentName(key) {
+		t.Errorf("attachment name %s, want the deterministic %s", a.Name, reconciler.AttachmentName(key))
+	}
+	if a.Spec.NodeName != key.NodeName || a.Spec.PersistentVolumeName != pv || a.Spec.VolumeID != key.VolumeID ||
+		a.Spec.MountOptions != key.MountOptions || a.Spec.WorkloadFSGroup != "2000" || a.Spec.AuthenticationSource != "driver" {
+		t.Errorf("attachment spec = %+v", a.Spec)
+	}
+	mpName := reconciler.MountpointPodName(string(w.UID), pv)
+	if _, ok := a.Spec.MountpointS3PodAttachments[mpName]; !ok {
+		t.Fatalf("attachment does not name the Mountpoint Pod %s: %v", mpName, workloadsOf(a))
+	}
+
+	var mp corev1.Pod
+	eventually(t, 10*time.Second, func() string {
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: mpNamespace, Name: mpName}, &mp); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	c := mp.Spec.Containers[0]
+	sc := c.SecurityContext
+	psc := mp.Spec.SecurityContext
+	checks := map[string]bool{
+		"runs scality-csi-mounter from the driver image": c.Image == "registry.example/scality-s3-csi-driver:test" && slices.Equal(c.Command, []string{"/bin/scality-csi-mounter"}),
+		"non-root":                    psc != nil && ptr.Deref(psc.RunAsNonRoot, false) && ptr.Deref(psc.RunAsUser, 0) != 0,
+		"no privilege escalation":     sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
+		"all capabilities dropped":    sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0,
+		"seccomp RuntimeDefault":      psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"not privileged":              sc.Privileged == nil || !*sc.Privileged,
+		"memory-backed comm at /comm": len(mp.Spec.Volumes) == 1 && mp.Spec.Volumes[0].Name == "comm" && mp.Spec.Volumes[0].EmptyDir != nil && mp.Spec.Volumes[0].EmptyDir.Medium == corev1.StorageMediumMemory && len(c.VolumeMounts) == 1 && c.VolumeMounts[0].MountPath == "/comm",
+		"pinned to the workload node": mp.Spec.Affinity != nil && mp.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] == e.node(1),
+		"priority class from flags":   mp.Spec.PriorityClassName == priorityClass,
+		"tolerations from flags, never tolerate-everything": slices.ContainsFunc(mp.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "dedicated" && t.Value == "storage" }) &&
+			!slices.ContainsFunc(mp.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "" && t.Operator == corev1.TolerationOpExists }),
+		"no API token":            mp.Spec.AutomountServiceAccountToken != nil && !*mp.Spec.AutomountServiceAccountToken,
+		"restarts on failure":     mp.Spec.RestartPolicy == corev1.RestartPolicyOnFailure,
+		"version label":           mp.Labels[reconciler.LabelDriverVersion] != "",
+		"PV label and annotation": mp.Labels[reconciler.LabelVolumeName] == pv && mp.Annotations[reconciler.AnnotationVolumeName] == pv,
+		"workload label":          mp.Labels[reconciler.LabelWorkloadUID] == string(w.UID),
+	}
+	for what, ok := range checks {
+		if !ok {
+			t.Errorf("Mountpoint Pod: not %s:\n%+v", what, mp.Spec)
+		}
+	}
+}
+
+func TestSharingRules(t *testing.T) {
+	e := newEnv(t)
+	pvA, claimA := e.volume("a", volumeOpts{})
+	_, claimOpts := e.volume("a-ro", volumeOpts{mountOptions: []string{"read-only"}})
+	_, claimB := e.volume("b", volumeOpts{})
+	_, claimSecret := e.volume("sec", volumeOpts{attributes: map[string]string{"authenticationSource": "secret"}})
+
+	w1 := e.pod("w1", e.node(1), nil, claimA)
+	w2 := e.pod("w2", e.node(1), nil, claimA)                 // same key: shares
+	w3 := e.pod("w3", e.node(2), nil, claimA)                 // other node
+	w4 := e.pod("w4", e.node(1), ptr.To[int64](3000), claimA) // other fsGroup
+	w5 := e.pod("w5", e.node(1), nil, claimOpts)              // other mount options
+	w6 := e.pod("w6", e.node(1), nil, claimB)                 // other PV
+	w7 := e.pod("w7", e.node(1), nil, claimSecret)            // secret authentication
+	w8 := e.pod("w8", e.node(1), nil, claimA, claimB, claimA) // two volumes, one listed twice
+
+	atts := e.expectAttachments(6, func(atts []crdv2.MountpointS3PodAttachment) string {
+		total := 0
+		for _, a := range atts {
+			for _, ws := range a.Spec.MountpointS3PodAttachments {
+				total += len(ws)
+			}
+		}
+		if total != 9 {
+			return fmt.Sprintf("%d workload entries, want 9", total)
+		}
+		return ""
+	})
+	byKey := map[string]crdv2.MountpointS3PodAttachment{}
+	for _, a := range atts {
+		byKey[fmt.Sprintf("%s|%s|%s|%s|%s", a.Spec.NodeName, a.Spec.PersistentVolumeName, a.Spec.MountOptions, a.Spec.WorkloadFSGroup, a.Spec.AuthenticationSource)] = a
+		if len(a.Spec.MountpointS3PodAttachments) != 1 {
+			t.Errorf("attachment %s has %d Mountpoint Pods, want 1", a.Name, len(a.Spec.MountpointS3PodAttachments))
+		}
+	}
+	shared := byKey[e.node(1)+"|"+pvA+"||"+"|driver"]
+	if why := hasWorkloads(shared, w1.UID, w2.UID, w8.UID); why != "" {
+		t.Error(why)
+	}
+	for _, w := range []*corev1.Pod{w3, w4, w5, w6, w7} {
+		found := 0
+		for _, a := range atts {
+			if hasWorkloads(a, w.UID) == "" {
+				found++
+			}
+		}
+		if w != w6 && found != 1 {
+			t.Errorf("workload %s is alone in %d attachments, want 1", w.Name, found)
+		}
+	}
+	if n := len(e.mountpointPods()); n != 6 {
+		t.Errorf("%d Mountpoint Pods, want 6 (one per attachment)", n)
+	}
+	if a := byKey[e.node(1)+"|"+e.id+"-sec|||secret"]; a.Name == "" {
+		t.Errorf("secret-authenticated volume has no attachment with authenticationSource secret: %v", byKey)
+	}
+}
+
+func TestIgnoredWorkloads(t *testing.T) {
+	e := newEnv(t)
+	_, otherDriver := e.volume("ebs", volumeOpts{driver: "ebs.csi.aws.com"})
+	_, ours := e.volume("ours", volumeOpts{})
+	e.pod("other-driver", e.node(1), nil, otherDriver)
+	e.pod("no-claims", e.node(1), nil)
+	unscheduled := e.pod("unscheduled", "", nil, ours)
+	consistently(t, 2*time.Second, func() string {
+		if a := e.attachments(); len(a) != 0 {
+			return fmt.Sprintf("attachments created for ignored workloads: %v", a)
+		}
+		if p := e.mountpointPods(); len(p) != 0 {
+			return fmt.Sprintf("Mountpoint Pods created for ignored workloads: %d", len(p))
+		}
+		return ""
+	})
+	// Once scheduled (the test plays the scheduler), the pod is served.
+	binding := &corev1.Binding{ObjectMeta: unscheduled.ObjectMeta, Target: corev1.ObjectReference{Kind: "Node", Name: e.node(1)}}
+	binding.ResourceVersion = ""
+	if err := e.c.SubResource("binding").Create(context.Background(), unscheduled, binding); err != nil {
+		t.Fatalf("bind pod: %v", err)
+	}
+	e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], unscheduled.UID) })
+}
+
+func TestRunningWorkloadWithoutAttachmentIsLeftAlone(t *testing.T) {
+	e := newEnv(t)
+	_, claim := e.volume("legacy", volumeOpts{})
+	e.ctrl.Stop()
+	// A workload already Running when the controller looks: its volume was mounted by something
+	// else (systemd mode).
+	running := e.pod("running", e.node(1), nil, claim)
+	e.setPhase(running, corev1.PodRunning)
+	e.ctrl.Start()
+	consistently(t, 2*time.Second, func() string {
+		if a := e.attachments(); len(a) != 0 {
+			return fmt.Sprintf("attachment created for a Running workload: %v", workloadsOf(a[0]))
+		}
+		return ""
+	})
+	// A new workload on the same volume and node is served; the running one stays out.
+	fresh := e.pod("fresh", e.node(1), nil, claim)
+	e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], fresh.UID) })
+}
+
+func TestNoSharingWithRetiredOrForeignMountpointPods(t *testing.T) {
+	e := newEnv(t)
+	_, claim := e.volume("share", volumeOpts{})
+	ctx := context.Background()
+	first := e.pod("first", e.node(1), nil, claim)
+	atts := e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], first.UID) })
+	mpFirst := firstKey(atts[0].Spec.MountpointS3PodAttachments)
+
+	// An operator stops new workloads from joining: the next workload gets its own pod.
+	patchPod(t, e, mpFirst, `{"metadata":{"annotations":{"`+reconciler.AnnotationNoNewWorkload+`":"true"}}}`)
+	second := e.pod("second", e.node(1), nil, claim)
+	atts = e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string {
+		if n := len(a[0].Spec.MountpointS3PodAttachments); n != 2 {
+			return fmt.Sprintf("%d Mountpoint Pods, want 2", n)
+		}
+		return ""
+	})
+	var mpSecond string
+	for mp, ws := range atts[0].Spec.MountpointS3PodAttachments {
+		if ws[0].WorkloadPodUID == string(second.UID) {
+			mpSecond = mp
+		}
+	}
+	if mpSecond == "" || mpSecond == mpFirst {
+		t.Fatalf("second workload joined %q, want a new Mountpoint Pod", mpSecond)
+	}
+	// A pod made by another driver version is not shared either.
+	patchPod(t, e, mpSecond, `{"metadata":{"labels":{"`+reconciler.LabelDriverVersion+`":"v0.0.1-old"}}}`)
+	third := e.pod("third", e.node(1), nil, claim)
+	e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string {
+		if n := len(a[0].Spec.MountpointS3PodAttachments); n != 3 {
+			return fmt.Sprintf("%d Mountpoint Pods, want 3 (third must not join a foreign-version pod)", n)
+		}
+		return hasWorkloads(a[0], first.UID, second.UID, third.UID)
+	})
+	_ = ctx
+}
+
+func firstKey[V any](m map[string]V) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
+func patchPod(t *testing.T, e *env, name, patch string) {
+	t.Helper()
+	p := &corev1.Pod{}
+	p.Name, p.Namespace = name, mpNamespace
+	if err := e.c.Patch(context.Background(), p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("patch %s: %v", name, err)
+	}
+}
