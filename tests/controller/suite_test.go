@@ -316,3 +316,8 @@ func (e *env) eventsFor(p *corev1.Pod) []string {
 	}
 	return reasons
 }
+
+func resourceQty(s string) *resource.Quantity {
+	q := resource.MustParse(s)
+	return &q
+}

@@ -1,0 +1,154 @@
+package reconciler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+)
+
+func TestKeyStringIsUnambiguous(t *testing.T) {
+	a := Key{NodeName: "n", PVName: "a;b", VolumeID: "c"}
+	b := Key{NodeName: "n", PVName: "a", VolumeID: "b;c"}
+	if a.String() == b.String() {
+		t.Fatalf("keys %+v and %+v render the same: %s", a, b, a.String())
+	}
+	if AttachmentName(a) == AttachmentName(b) || AttachmentName(a) != AttachmentName(a) {
+		t.Fatal("attachment names are not a function of the key")
+	}
+	if n := AttachmentName(a); len(n) > 63 || !strings.HasPrefix(n, "s3pa-") {
+		t.Errorf("attachment name %q", n)
+	}
+}
+
+func TestMountpointPodName(t *testing.T) {
+	sum := sha256.Sum224([]byte("uid-1" + "pv-1"))
+	if got, want := MountpointPodName("uid-1", "pv-1"), "mp-"+hex.EncodeToString(sum[:]); got != want {
+		t.Fatalf("name = %s, want %s", got, want)
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	for v, want := range map[string]string{
+		"pv-1": "pv-1", "v1.2.3": "v1.2.3", "": "", "-bad": "", "bad-": "", strings.Repeat("a", 64): "", "a/b": "",
+	} {
+		if got := labelValue(v); got != want {
+			t.Errorf("labelValue(%q) = %q, want %q", v, got, want)
+		}
+	}
+	if VersionLabel("not valid!") != "invalid-version" {
+		t.Error("invalid version not sanitised")
+	}
+}
+
+func att(rv string, uids ...string) *crdv2.MountpointS3PodAttachment {
+	a := &crdv2.MountpointS3PodAttachment{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: rv}}
+	for _, u := range uids {
+		if a.Spec.MountpointS3PodAttachments == nil {
+			a.Spec.MountpointS3PodAttachments = map[string][]crdv2.WorkloadAttachment{}
+		}
+		a.Spec.MountpointS3PodAttachments["mp"] = append(a.Spec.MountpointS3PodAttachments["mp"], crdv2.WorkloadAttachment{WorkloadPodUID: u})
+	}
+	return a
+}
+
+func TestOverlayResolve(t *testing.T) {
+	k := Key{NodeName: "n"}
+	var o overlay
+	if got := o.resolve(k, att("1", "x")); got.ResourceVersion != "1" {
+		t.Fatal("nothing remembered: the cache is the truth")
+	}
+	// Create not seen yet by the cache.
+	o.remember(k, att("5", "a"), "")
+	if got := o.resolve(k, nil); got == nil || got.ResourceVersion != "5" {
+		t.Fatalf("unseen create: got %v", got)
+	}
+	// Cache caught up: memory dropped.
+	if got := o.resolve(k, att("5", "a")); got.ResourceVersion != "5" {
+		t.Fatal("caught-up cache not used")
+	}
+	if _, ok := o.written[k]; ok {
+		t.Fatal("memory kept after the cache caught up")
+	}
+	// Update not seen yet: the cache still shows the replaced version.
+	o.remember(k, att("7", "a", "b"), "5")
+	if got := o.resolve(k, att("5", "a")); got.ResourceVersion != "7" || len(got.Spec.MountpointS3PodAttachments["mp"]) != 2 {
+		t.Fatalf("stale cache not overlaid: %v", got)
+	}
+	// Someone else wrote something newer: the cache wins.
+	if got := o.resolve(k, att("9", "z")); got.ResourceVersion != "9" {
+		t.Fatal("newer foreign write hidden by the overlay")
+	}
+	// Delete not seen yet.
+	o.remember(k, nil, "9")
+	if got := o.resolve(k, att("9", "z")); got != nil {
+		t.Fatal("deleted object resurrected from a stale cache")
+	}
+	if got := o.resolve(k, nil); got != nil {
+		t.Fatal("delete seen: want nil")
+	}
+	// Returned objects are copies: callers may mutate them.
+	o.remember(k, att("11", "q"), "")
+	got := o.resolve(k, nil)
+	got.Spec.MountpointS3PodAttachments["mp"] = nil
+	if again := o.resolve(k, nil); len(again.Spec.MountpointS3PodAttachments["mp"]) != 1 {
+		t.Fatal("overlay shares memory with its callers")
+	}
+}
+
+func TestPodExpectations(t *testing.T) {
+	var e podExpectations
+	e.add("mp-1")
+	if !e.pending("mp-1") || e.pending("mp-2") {
+		t.Fatal("pending")
+	}
+	e.observed("mp-1")
+	if e.pending("mp-1") {
+		t.Fatal("observed pod still pending")
+	}
+	e.add("mp-3")
+	e.created["mp-3"] = time.Now().Add(-2 * expectationTTL)
+	if e.pending("mp-3") {
+		t.Fatal("expired expectation still pending")
+	}
+}
+
+func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
+	now := metav1.Now()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", DeletionTimestamp: &now, Labels: map[string]string{"l": "v"},
+			Annotations: map[string]string{AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec: corev1.PodSpec{
+			NodeName:        "node",
+			SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](5), RunAsUser: ptr.To[int64](7)},
+			Containers:      []corev1.Container{{Name: "c", Image: "big", Env: []corev1.EnvVar{{Name: "A", Value: "B"}}}},
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c1"}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"}}},
+	}
+	out, _ := stripPod(pod)
+	p := out.(*corev1.Pod)
+	if p.Spec.NodeName != "node" || *p.Spec.SecurityContext.FSGroup != 5 || p.Status.Phase != corev1.PodRunning ||
+		p.UID != "u" || p.DeletionTimestamp == nil || p.Annotations[AnnotationNeedsUnmount] != "true" || p.Labels["l"] != "v" {
+		t.Errorf("lost a field the reconciler reads: %+v", p)
+	}
+	if len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "c1" {
+		t.Errorf("volumes = %+v, want only the claim", p.Spec.Volumes)
+	}
+	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 0 || p.ManagedFields != nil || p.Spec.SecurityContext.RunAsUser != nil {
+		t.Errorf("kept fields the reconciler never reads: %+v", p)
+	}
+	if pod.Spec.Containers == nil {
+		t.Error("stripPod modified its input")
+	}
+}
