@@ -20,40 +20,6 @@ import (
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
-// demoT gives the harness what it needs outside `go test`: failures stop the demo after
-// cleaning up, cleanups run in reverse order.
-type demoT struct {
-	cleanups []func()
-	tmp      string
-}
-
-func (d *demoT) Helper()                           {}
-func (d *demoT) Logf(format string, args ...any)   { fmt.Printf("    "+format+"\n", args...) }
-func (d *demoT) Cleanup(f func())                  { d.cleanups = append(d.cleanups, f) }
-func (d *demoT) Fatalf(format string, args ...any) { d.fail(fmt.Sprintf(format, args...)) }
-
-func (d *demoT) TempDir() string {
-	dir, err := os.MkdirTemp(d.tmp, "t-")
-	if err != nil {
-		d.fail(err.Error())
-	}
-	return dir
-}
-
-func (d *demoT) fail(msg string) {
-	fmt.Printf("\nDEMO FAILED: %s\n", msg)
-	d.cleanup()
-	os.Exit(1)
-}
-
-func (d *demoT) cleanup() {
-	for i := len(d.cleanups) - 1; i >= 0; i-- {
-		d.cleanups[i]()
-	}
-	d.cleanups = nil
-	os.RemoveAll(d.tmp)
-}
-
 var stepNo int
 
 func step(format string, args ...any) {
@@ -68,22 +34,18 @@ func main() {
 		fmt.Println("make demo mounts a filesystem and runs systemd: run it as root.")
 		os.Exit(1)
 	}
-	tmp, err := os.MkdirTemp("", "s3-csi-demo-")
-	if err != nil {
-		fmt.Println(err)
-		os.Exit(1)
-	}
-	t := &demoT{tmp: tmp}
+	// Failures (Fatalf) and Ctrl-C clean up everything before exiting.
+	t := harness.NewMainTB()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { <-sig; t.fail("interrupted") }()
+	go func() { <-sig; t.Fatalf("interrupted") }()
 	run(t)
 	step("Cleaning up: stopping the driver, systemd and the S3 server, removing temporary files.")
-	t.cleanup()
+	t.Close()
 	fmt.Println("\nDone. Everything the demo started has been stopped and removed.")
 }
 
-func run(t *demoT) {
+func run(t harness.TB) {
 	ctx := context.Background()
 	step("Starting an S3 server (versitygw, posix backend) on a free loopback port.")
 	s3 := harness.StartS3(t)
