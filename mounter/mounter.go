@@ -36,6 +36,10 @@ type Request struct {
 	Credentials *credentials.Credentials
 	// ReadOnly is true for read-only publishes; Args then already contain --read-only.
 	ReadOnly bool
+	// VolumeReadOnly is true when the volume itself is read-only for every workload (access
+	// mode ReadOnlyMany, or a read-only mount option), as opposed to one workload asking for a
+	// read-only publish. A mount shared by several workloads is read-only only in this case.
+	VolumeReadOnly bool
 	// FSGroup is the workload's fsGroup ("" when none); Args already carry its effects.
 	FSGroup string
 }
@@ -63,6 +67,10 @@ var ErrTargetInUse = errors.New("target path is already in use")
 // ErrUnavailable is wrapped when the mount backend (systemd, the Kubernetes API) cannot be
 // reached; the operation may succeed when retried.
 var ErrUnavailable = errors.New("mount backend unavailable")
+
+// ErrInvalidRequest is wrapped when a request lacks what the implementation needs (for example
+// the workload pod UID in pod mode).
+var ErrInvalidRequest = errors.New("invalid mount request")
 
 // ErrMountFailed is wrapped when mount-s3 ran and failed; the error text carries its output.
 var ErrMountFailed = errors.New("mount-s3 failed")

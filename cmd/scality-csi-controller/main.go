@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -44,6 +45,7 @@ type options struct {
 	leaderElectionID   string
 	metricsAddress     string
 	healthProbeAddress string
+	defaultMounter     string
 	showVersion        bool
 }
 
@@ -64,6 +66,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "scality-csi-controller", "name of the leader election Lease")
 	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", ":8081", "address of /healthz and /readyz (0 disables them)")
+	fs.StringVar(&o.defaultMounter, "default-mounter", "pod", "cluster default mount mode (systemd or pod); a node's s3.csi.scality.com/mounter label overrides it. Mountpoint Pods are created only for workloads on pod-mode nodes")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 
@@ -87,6 +90,10 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 			errs = append(errs, fmt.Errorf("--mountpoint-tolerations: %w", err))
 		}
 	}
+	defaultMode, err := mounter.ParseMode(o.defaultMounter)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
+	}
 	if o.batchWindow < 0 || o.resyncInterval <= 0 || o.orphanGrace <= 0 || o.workers < 1 {
 		errs = append(errs, errors.New("--batch-window must be >= 0; --resync-interval, --orphan-grace and --workers must be positive"))
 	}
@@ -98,6 +105,7 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 		},
 		BatchWindow: o.batchWindow,
 		OrphanGrace: o.orphanGrace,
+		DefaultMode: defaultMode,
 	}, errors.Join(errs...)
 }
 

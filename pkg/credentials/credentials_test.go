@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -160,5 +161,24 @@ func TestWriteProfile(t *testing.T) {
 	}
 	if _, err := os.Stat(empty); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("invalid credentials created %s", empty)
+	}
+}
+
+func TestWriteProfileForGroup(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "credentials")
+	if _, err := WriteProfileForGroup(dir, "/comm/credentials", Credentials{AccessKeyID: goodID, SecretAccessKey: goodSecret}, 1000); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o750 | os.ModeDir, filepath.Join(dir, ConfigFileName): 0o640, filepath.Join(dir, CredentialsFileName): 0o640} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode() != want {
+			t.Errorf("%s mode = %v, want %v", p, st.Mode(), want)
+		}
+		if gid := st.Sys().(*syscall.Stat_t).Gid; gid != 1000 {
+			t.Errorf("%s gid = %d, want 1000", p, gid)
+		}
 	}
 }

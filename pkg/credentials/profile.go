@@ -23,21 +23,44 @@ const (
 // writeDir when both run in the same filesystem view). The returned environment variables
 // select the profile; they hold paths only, never secrets. On error nothing new is left behind.
 func WriteProfile(writeDir, envDir string, c Credentials) ([]string, error) {
+	return writeProfile(writeDir, envDir, c, -1)
+}
+
+// WriteProfileForGroup is WriteProfile for a reader that is not root: the directory is 0750 and
+// the files 0640, both owned by root and group gid (the non-root Mountpoint Pod reads them
+// through its group).
+func WriteProfileForGroup(writeDir, envDir string, c Credentials, gid int) ([]string, error) {
+	return writeProfile(writeDir, envDir, c, gid)
+}
+
+func writeProfile(writeDir, envDir string, c Credentials, gid int) ([]string, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(writeDir, 0o700); err != nil {
+	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
+	if gid >= 0 {
+		dirMode, fileMode = 0o750, 0o640
+	}
+	if err := os.MkdirAll(writeDir, dirMode); err != nil {
 		return nil, fmt.Errorf("create credentials directory: %w", err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(writeDir, 0, gid); err != nil {
+			return nil, fmt.Errorf("chown credentials directory: %w", err)
+		}
+		if err := os.Chmod(writeDir, dirMode); err != nil {
+			return nil, fmt.Errorf("chmod credentials directory: %w", err)
+		}
 	}
 	config := fmt.Sprintf("[profile %s]\n", ProfileName)
 	creds := fmt.Sprintf("[%s]\naws_access_key_id = %s\naws_secret_access_key = %s\n", ProfileName, c.AccessKeyID, c.SecretAccessKey)
 	if c.SessionToken != "" {
 		creds += fmt.Sprintf("aws_session_token = %s\n", c.SessionToken)
 	}
-	if err := writeAtomic(filepath.Join(writeDir, ConfigFileName), config); err != nil {
+	if err := writeAtomic(filepath.Join(writeDir, ConfigFileName), config, fileMode, gid); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(filepath.Join(writeDir, CredentialsFileName), creds); err != nil {
+	if err := writeAtomic(filepath.Join(writeDir, CredentialsFileName), creds, fileMode, gid); err != nil {
 		return nil, err
 	}
 	return ProfileEnv(envDir), nil
@@ -63,10 +86,11 @@ func RemoveProfile(dir string) error {
 	return errors.Join(errs...)
 }
 
-// writeAtomic writes data to path via a 0600 temporary file in the same directory and a rename.
+// writeAtomic writes data to path via a temporary file (mode, group gid unless -1) in the same
+// directory and a rename.
 // It does not fsync: after a node crash every mount is gone and kubelet's republish rewrites
 // the files, so durability would only add latency (and fsync stalls) to every publish.
-func writeAtomic(path, data string) (err error) {
+func writeAtomic(path, data string, mode os.FileMode, gid int) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
@@ -77,7 +101,12 @@ func writeAtomic(path, data string) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if err = f.Chmod(0o600); err != nil {
+	if gid >= 0 {
+		if err = f.Chown(0, gid); err != nil {
+			return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+		}
+	}
+	if err = f.Chmod(mode); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	if _, err = f.WriteString(data); err != nil {

@@ -52,7 +52,8 @@ func codeOf(err error) codes.Code {
 		errors.Is(err, targetpath.ErrInvalid),
 		errors.Is(err, mountargs.ErrInvalid),
 		errors.Is(err, credentials.ErrInvalid),
-		errors.Is(err, credentials.ErrMissing):
+		errors.Is(err, credentials.ErrMissing),
+		errors.Is(err, mounter.ErrInvalidRequest):
 		return codes.InvalidArgument
 	case errors.Is(err, credentials.ErrNoDriverCredentials):
 		return codes.FailedPrecondition

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -166,8 +167,14 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		Env:               append(env, built.Env...),
 		Credentials:       creds,
 		ReadOnly:          readOnly,
+		VolumeReadOnly:    mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY || slices.ContainsFunc(mnt.GetMountFlags(), isReadOnlyOption),
 		FSGroup:           mnt.GetVolumeMountGroup(),
 	}, nil
+}
+
+// isReadOnlyOption reports whether a PV mount option is mount-s3's read-only flag.
+func isReadOnlyOption(o string) bool {
+	return strings.TrimLeft(strings.TrimSpace(o), "-") == "read-only"
 }
 
 // unknownContextKeys lists volume context keys this driver does not read (for a debug log).

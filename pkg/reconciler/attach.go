@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/mounter"
 )
 
 // plan is the attachment content being computed: Mountpoint Pod name → workloads.
@@ -88,6 +89,18 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key Key) (reconcile.Resul
 	for uid, pod := range desired {
 		if !attached[uid] && pod.Status.Phase != corev1.PodRunning {
 			newPods = append(newPods, pod)
+		}
+	}
+	if len(newPods) > 0 {
+		mode, err := r.nodeMode(ctx, key.NodeName)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if mode != mounter.ModePod {
+			// The node mounts new volumes itself (systemd mode): nothing to create. Existing
+			// attachments of the key are still maintained above.
+			logger.V(1).Info("Node uses systemd mode; not attaching new workloads", "count", len(newPods))
+			newPods = nil
 		}
 	}
 	if len(newPods) > 0 {

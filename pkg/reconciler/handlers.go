@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/mounter"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[Request]
@@ -171,6 +173,26 @@ func (r *Reconciler) attachmentHandler() handler.TypedEventHandler[*crdv2.Mountp
 	}
 }
 
+// nodeHandler re-examines the workloads of a node whose mount mode label changed: pending
+// workloads of a node switched to pod mode get their Mountpoint Pods.
+func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*corev1.Node, Request] {
+	return handler.TypedFuncs[*corev1.Node, Request]{
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*corev1.Node], q queue) {
+			if e.ObjectOld.Labels[mounter.LabelMounter] == e.ObjectNew.Labels[mounter.LabelMounter] {
+				return
+			}
+			var pods corev1.PodList
+			if err := r.client.List(ctx, &pods, client.MatchingFields{indexPodNode: e.ObjectNew.Name}); err != nil {
+				log.FromContext(ctx).Error(err, "Listing the pods of a relabelled node failed", "node", e.ObjectNew.Name)
+				return
+			}
+			for i := range pods.Items {
+				r.enqueueForPod(ctx, &pods.Items[i], q)
+			}
+		},
+	}
+}
+
 // requestHandler enqueues requests sent on the resync channel.
 func (r *Reconciler) requestHandler() handler.TypedEventHandler[Request, Request] {
 	return handler.TypedFuncs[Request, Request]{
@@ -240,4 +262,13 @@ func resyncEvery(ctx context.Context, c client.Reader, ns string, every time.Dur
 			out <- event.TypedGenericEvent[Request]{Object: Request{MountpointPod: pods.Items[i].Name}}
 		}
 	}
+}
+
+// stripNode keeps only a node's identity and labels (nodes are large objects).
+func stripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
 }

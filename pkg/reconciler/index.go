@@ -27,6 +27,8 @@ const (
 	IndexMountpointPod = "s3csi.mountpointPod"
 	// indexPodClaim indexes pods by "<namespace>/<claimName>" of each PVC they use.
 	indexPodClaim = "s3csi.claim"
+	// indexPodNode indexes pods by spec.nodeName.
+	indexPodNode = "s3csi.node"
 )
 
 // IndexAttachments registers the attachment field indexes on an indexer (a manager's field
@@ -68,8 +70,16 @@ func IndexAttachments(ctx context.Context, idx client.FieldIndexer) error {
 	return nil
 }
 
-// indexPods registers the pod-by-claim index.
+// indexPods registers the pod indexes (by claim, by node).
 func indexPods(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexPodNode, func(o client.Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return idx.IndexField(ctx, &corev1.Pod{}, indexPodClaim, func(o client.Object) []string {
 		pod := o.(*corev1.Pod)
 		var claims []string

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	BatchWindow time.Duration
 	// OrphanGrace is how old an unreferenced Mountpoint Pod must be before it is retired.
 	OrphanGrace time.Duration
+	// DefaultMode is the cluster's default mount mode; a node's label overrides it
+	// (mounter.ResolveMode). New workloads get Mountpoint Pods only on pod-mode nodes.
+	DefaultMode mounter.Mode
 }
 
 // Reconciler implements reconcile.TypedReconciler[Request].
@@ -123,6 +127,27 @@ func (r *Reconciler) pruneLast() {
 			delete(r.last, k)
 		}
 	}
+}
+
+// nodeMode returns a node's effective mount mode, resolved exactly as the node plugin resolves
+// it. A node the cache does not know gets the default.
+func (r *Reconciler) nodeMode(ctx context.Context, name string) (mounter.Mode, error) {
+	var node corev1.Node
+	if err := r.client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return r.defaultMode(), nil
+		}
+		return "", err
+	}
+	mode, _ := mounter.ResolveMode(node.Labels, r.defaultMode()) // the node plugin reports invalid labels
+	return mode, nil
+}
+
+func (r *Reconciler) defaultMode() mounter.Mode {
+	if r.cfg.DefaultMode == "" {
+		return mounter.ModePod
+	}
+	return r.cfg.DefaultMode
 }
 
 // problem is a reason a workload volume cannot be served yet.

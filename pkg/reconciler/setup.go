@@ -21,6 +21,7 @@ import (
 // +kubebuilder:rbac:groups="",namespace=mount-s3,resources=pods,verbs=create;delete;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=s3.csi.scality.com,resources=mountpoints3podattachments,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
@@ -30,7 +31,10 @@ import (
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: stripPod}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Transform: stripPod},
+			&corev1.Node{}: {Transform: stripNode},
+		},
 	}
 }
 
@@ -78,6 +82,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg Config, opts Options) (
 		source.TypedKind(mgr.GetCache(), &corev1.PersistentVolumeClaim{}, r.claimHandler()),
 		source.TypedKind(mgr.GetCache(), &corev1.PersistentVolume{}, r.volumeHandler()),
 		source.TypedKind(mgr.GetCache(), &crdv2.MountpointS3PodAttachment{}, r.attachmentHandler()),
+		source.TypedKind(mgr.GetCache(), &corev1.Node{}, r.nodeHandler()),
 		source.TypedChannel(resync, r.requestHandler()),
 	} {
 		if err := c.Watch(src); err != nil {

@@ -42,7 +42,7 @@ func StartController(t TB, k *Kube, o ControllerOptions) *Controller {
 	if o.User == "" {
 		o.User = "scality-csi-controller"
 	}
-	k.BindControllerRBAC(t, o.User)
+	k.BindRBAC(t, "controller-rbac.yaml", o.User)
 	port, err := freeTCPPort()
 	if err != nil {
 		t.Fatalf("metrics port: %v", err)
@@ -61,13 +61,13 @@ func StartController(t TB, k *Kube, o ControllerOptions) *Controller {
 	return c
 }
 
-// BindControllerRBAC creates the generated ClusterRole and Role (idempotently) and binds them to
-// user.
-func (k *Kube) BindControllerRBAC(t TB, user string) {
+// BindRBAC creates the ClusterRole and Roles of a generated RBAC file of the chart
+// (charts/scality-s3-csi-driver/files/<file>, idempotently) and binds them to user.
+func (k *Kube) BindRBAC(t TB, file, user string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(RepoRoot(), "charts", "scality-s3-csi-driver", "files", "controller-rbac.yaml"))
+	f, err := os.Open(filepath.Join(RepoRoot(), "charts", "scality-s3-csi-driver", "files", file))
 	if err != nil {
-		t.Fatalf("controller RBAC: %v", err)
+		t.Fatalf("RBAC %s: %v", file, err)
 	}
 	defer f.Close()
 	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
@@ -102,7 +102,7 @@ func (k *Kube) BindControllerRBAC(t TB, user string) {
 				Subjects:   []rbacv1.Subject{subject},
 			})
 		default:
-			t.Fatalf("unexpected kind %s in controller RBAC", u.GetKind())
+			t.Fatalf("unexpected kind %s in %s", u.GetKind(), file)
 		}
 	}
 }

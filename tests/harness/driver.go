@@ -19,7 +19,8 @@ import (
 type DriverOptions struct {
 	// KubeletDir is the fake kubelet root (the systemd manager's shared area).
 	KubeletDir string
-	// SystemdSocket is the user manager's private socket.
+	// SystemdSocket is the user manager's private socket ("" leaves the driver's default, for
+	// nodes that do not use systemd mode).
 	SystemdSocket string
 	// S3 provides endpoint, region and (when WithCredentials) the driver-level credentials.
 	S3              *S3Server
@@ -61,12 +62,14 @@ func (d *Driver) args(t TB) []string {
 		"--endpoint=unix://" + d.Socket,
 		"--node-id=" + o.NodeID,
 		"--kubelet-path=" + o.KubeletDir,
-		"--systemd-socket=" + o.SystemdSocket,
 		"--mount-s3-path=" + MountS3(t),
 		"--s3-endpoint-url=" + o.S3.Endpoint,
 		"--s3-region=" + o.S3.Region,
 		"--mount-timeout=30s",
 		"--v=5",
+	}
+	if o.SystemdSocket != "" {
+		args = append(args, "--systemd-socket="+o.SystemdSocket)
 	}
 	return append(args, o.ExtraArgs...)
 }

@@ -15,6 +15,8 @@ type Process struct {
 	Args    []string
 	Env     []string
 	LogFile string
+	// Path overrides bin/<Name> as the program to run.
+	Path string
 
 	t    TB
 	cmd  *exec.Cmd
@@ -38,7 +40,11 @@ func (p *Process) Start() {
 		p.t.Fatalf("%s log: %v", p.Name, err)
 	}
 	defer log.Close()
-	cmd := exec.Command(Bin(p.t, p.Name), p.Args...)
+	path := p.Path
+	if path == "" {
+		path = Bin(p.t, p.Name)
+	}
+	cmd := exec.Command(path, p.Args...)
 	cmd.Env = p.Env
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -63,7 +69,7 @@ func (p *Process) Running() bool {
 
 // Pid returns the process id (0 when not running).
 func (p *Process) Pid() int {
-	if p.cmd == nil {
+	if !p.Running() {
 		return 0
 	}
 	return p.cmd.Process.Pid
@@ -72,14 +78,30 @@ func (p *Process) Pid() int {
 // Exited returns a channel closed when the process exits.
 func (p *Process) Exited() <-chan struct{} { return p.done }
 
+// ExitCode returns the exit code of a process that has exited (-1 when killed by a signal or
+// still running).
+func (p *Process) ExitCode() int {
+	if p.cmd == nil || p.cmd.ProcessState == nil {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // Stop sends SIGTERM and waits (SIGKILL after 10 s). Calling it when stopped is fine.
 func (p *Process) Stop() { p.signal(syscall.SIGTERM) }
+
+// Signal sends sig without waiting.
+func (p *Process) Signal(sig syscall.Signal) {
+	if p.Running() {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
 
 // Kill kills the process abruptly.
 func (p *Process) Kill() { p.signal(syscall.SIGKILL) }
 
 func (p *Process) signal(sig syscall.Signal) {
-	if p.cmd == nil {
+	if !p.Running() {
 		return
 	}
 	_ = p.cmd.Process.Signal(sig)
@@ -89,7 +111,6 @@ func (p *Process) signal(sig syscall.Signal) {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
-	p.cmd = nil
 }
 
 // Log returns what the process printed so far.

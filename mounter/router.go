@@ -1,0 +1,137 @@
+package mounter
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+)
+
+// Router is the node's Mounter when both modes exist on the node. New mounts go to the node's
+// current mode; unmount and republish go to whichever mode made the mount, recognised from the
+// mount itself, never from the current mode: a mount-s3 FUSE mount directly at the target is
+// systemd's, a bind of a shared mount under the pod source root is pod mode's. This is what
+// makes switching a node's mode safe with live mounts, in both directions.
+type Router struct {
+	systemd, pod Mounter
+	// unavailable explains why a nil implementation is missing (shown in errors).
+	unavailable map[Mode]string
+	mode        func() Mode
+	sourceRoot  string
+	table       mounttable.Table
+}
+
+var _ Mounter = (*Router)(nil)
+
+// NewRouter returns a Router. systemd or pod may be nil when that mode cannot work on this node;
+// why says why (it is reported to callers that need it). mode returns the node's current mode.
+// sourceRoot is the directory holding pod mode's shared mounts
+// (<kubelet>/plugins/s3.csi.scality.com/mnt).
+func NewRouter(systemd, pod Mounter, why map[Mode]string, mode func() Mode, sourceRoot string) *Router {
+	return &Router{systemd: systemd, pod: pod, unavailable: why, mode: mode, sourceRoot: strings.TrimSuffix(sourceRoot, "/")}
+}
+
+// NewRouterWithTable is NewRouter reading the mount table from mountinfo (tests).
+func NewRouterWithTable(systemd, pod Mounter, why map[Mode]string, mode func() Mode, sourceRoot, mountinfo string) *Router {
+	r := NewRouter(systemd, pod, why, mode, sourceRoot)
+	r.table = mounttable.Table{Path: mountinfo}
+	return r
+}
+
+// Classify reports which mode made the mount at target; mounted is false when no mount-s3 mount
+// (healthy or corrupted) is there.
+func (r *Router) Classify(target string) (mode Mode, mounted bool, err error) {
+	state, entry, err := r.table.Inspect(target)
+	if err != nil {
+		return "", false, err
+	}
+	if (state != mounttable.Mounted && state != mounttable.Corrupted) || !mounttable.IsMountS3(entry) {
+		return "", false, nil
+	}
+	entries, err := r.table.List()
+	if err != nil {
+		return "", false, err
+	}
+	return r.classify(entry, entries), true, nil
+}
+
+func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) Mode {
+	for _, e := range all {
+		if e.Major == entry.Major && e.Minor == entry.Minor && strings.HasPrefix(e.MountPoint, r.sourceRoot+"/") {
+			return ModePod
+		}
+	}
+	return ModeSystemd
+}
+
+// Counts returns the live mount-s3 mounts below podsDir (kubelet's pods directory) by the mode
+// that made them.
+func (r *Router) Counts(podsDir string) (map[Mode]int, error) {
+	all, err := r.table.List()
+	if err != nil {
+		return nil, err
+	}
+	counts := map[Mode]int{ModeSystemd: 0, ModePod: 0}
+	for i := range all {
+		if strings.HasPrefix(all[i].MountPoint, podsDir+"/") && mounttable.IsMountS3(&all[i]) {
+			counts[r.classify(&all[i], all)]++
+		}
+	}
+	return counts, nil
+}
+
+func (r *Router) impl(m Mode) (Mounter, error) {
+	var impl Mounter
+	switch m {
+	case ModeSystemd:
+		impl = r.systemd
+	case ModePod:
+		impl = r.pod
+	}
+	if impl == nil {
+		return nil, fmt.Errorf("%w: %s mode is not available on this node: %s", ErrUnavailable, m, r.unavailable[m])
+	}
+	return impl, nil
+}
+
+// Mount routes a republish to the mode that made the existing mount, and a new mount to the
+// node's current mode.
+func (r *Router) Mount(ctx context.Context, req Request) error {
+	m, mounted, err := r.Classify(req.Target)
+	if err != nil {
+		return err
+	}
+	if !mounted {
+		m = r.mode()
+	}
+	impl, err := r.impl(m)
+	if err != nil {
+		return err
+	}
+	return impl.Mount(ctx, req)
+}
+
+// Unmount routes to the mode that made the mount. A target without a mount-s3 mount goes to
+// systemd mode when available, which also clears what an interrupted systemd publish may have
+// left (a unit, credential files); pod mode leaves nothing at a target before its final bind.
+func (r *Router) Unmount(ctx context.Context, target string) error {
+	m, mounted, err := r.Classify(target)
+	if err != nil {
+		return err
+	}
+	if !mounted {
+		m = ModeSystemd
+		if r.systemd == nil {
+			m = ModePod
+		}
+	}
+	impl, err := r.impl(m)
+	if err != nil {
+		return err
+	}
+	return impl.Unmount(ctx, target)
+}
+
+// Mode returns the node's current mode.
+func (r *Router) Mode() Mode { return r.mode() }

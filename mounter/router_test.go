@@ -1,0 +1,92 @@
+package mounter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/mounter/mountertest"
+)
+
+// routerFixture builds a Router over real target directories and a synthetic mount table in
+// which "sys" holds a direct mount-s3 mount and "pod" a bind of a pod-mode shared mount.
+func routerFixture(t *testing.T, mode *mounter.Mode) (*mounter.Router, *mountertest.Fake, *mountertest.Fake, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	targets := map[string]string{}
+	for _, n := range []string{"sys", "pod", "empty", "foreign"} {
+		targets[n] = filepath.Join(dir, "pods", n, "mount")
+		if err := os.MkdirAll(targets[n], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt", "mp-x")
+	info := fmt.Sprintf(`1 0 8:1 / / rw - ext4 /dev/vda rw
+10 1 0:40 / %s rw - fuse mountpoint-s3 rw
+11 1 0:41 / %s rw - fuse mountpoint-s3 rw
+12 1 0:41 / %s rw - fuse mountpoint-s3 rw
+13 1 0:42 / %s rw - tmpfs tmpfs rw
+`, targets["sys"], src, targets["pod"], targets["foreign"])
+	p := filepath.Join(dir, "mountinfo")
+	if err := os.WriteFile(p, []byte(info), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sys, pod := &mountertest.Fake{}, &mountertest.Fake{}
+	r := mounter.NewRouterWithTable(sys, pod, nil, func() mounter.Mode { return *mode }, filepath.Dir(src), p)
+	return r, sys, pod, targets
+}
+
+func TestRouterRoutesByWhatIsMounted(t *testing.T) {
+	mode := mounter.ModePod
+	r, sys, pod, tg := routerFixture(t, &mode)
+	ctx := context.Background()
+	for name, want := range map[string]mounter.Mode{"sys": mounter.ModeSystemd, "pod": mounter.ModePod} {
+		if m, mounted, err := r.Classify(tg[name]); err != nil || !mounted || m != want {
+			t.Errorf("Classify(%s) = %s %v %v, want %s", name, m, mounted, err, want)
+		}
+	}
+	if _, mounted, _ := r.Classify(tg["foreign"]); mounted {
+		t.Error("a tmpfs counted as a mount-s3 mount")
+	}
+	// The node is in pod mode, yet a republish of the systemd mount goes to systemd mode.
+	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["sys"]}))
+	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["pod"]}))
+	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["empty"]})) // new: current mode
+	mode = mounter.ModeSystemd
+	must(t, r.Unmount(ctx, tg["pod"])) // the node switched back; the pod mount still goes to pod mode
+	must(t, r.Unmount(ctx, tg["empty"]))
+	if got := sys.Calls(); fmt.Sprint(got) != fmt.Sprint([]string{"mount " + tg["sys"], "unmount " + tg["empty"]}) {
+		t.Errorf("systemd calls = %v", got)
+	}
+	if got := pod.Calls(); fmt.Sprint(got) != fmt.Sprint([]string{"mount " + tg["pod"], "mount " + tg["empty"], "unmount " + tg["pod"]}) {
+		t.Errorf("pod calls = %v", got)
+	}
+	counts, err := r.Counts(filepath.Dir(filepath.Dir(tg["sys"])))
+	if err != nil || counts[mounter.ModeSystemd] != 1 || counts[mounter.ModePod] != 1 {
+		t.Errorf("Counts = %v, %v; want one of each", counts, err)
+	}
+}
+
+func TestRouterReportsUnavailableMode(t *testing.T) {
+	dir := t.TempDir()
+	r := mounter.NewRouter(&mountertest.Fake{}, nil, map[mounter.Mode]string{mounter.ModePod: "no access to the Kubernetes API"},
+		func() mounter.Mode { return mounter.ModePod }, filepath.Join(dir, "mnt"))
+	err := r.Mount(context.Background(), mounter.Request{Target: filepath.Join(dir, "t")})
+	if !errors.Is(err, mounter.ErrUnavailable) || !errorContains(err, "no access to the Kubernetes API") {
+		t.Fatalf("err = %v, want ErrUnavailable with the reason", err)
+	}
+}
+
+func errorContains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
