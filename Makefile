@@ -17,14 +17,14 @@ BIN := $(abspath bin)
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 
 # Shipped binaries (cmd/) and the test-only mount-s3 stand-in (tests/mounts3, never shipped).
-COMMANDS := scality-s3-csi-driver install-mp scality-csi-controller
+COMMANDS := scality-s3-csi-driver install-mp scality-csi-controller scality-csi-mounter
 BINARIES := $(addprefix $(BIN)/,$(COMMANDS)) $(BIN)/mount-s3
 
 # Tools the test suites need (see tools.mk).
 TEST_TOOLS := $(VERSITYGW) envtest-assets apt-deps
 
 # Fuzz targets run briefly by `make test` (package:target).
-FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse
+FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse ./pkg/mountoptions:FuzzParse
 FUZZ_TIME ?= 10s
 
 .PHONY: help
@@ -54,6 +54,8 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, the CRD YAML and the co
 	$(CONTROLLER_GEN) crd paths=./crd/... output:crd:dir=./$(CRD_DIR)
 	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-csi-controller paths=./pkg/reconciler/... output:rbac:dir=$$tmp && \
 		mkdir -p $(CHART_DIR)/files && mv $$tmp/role.yaml $(CHART_DIR)/files/controller-rbac.yaml && rm -rf $$tmp
+	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-s3-csi-node paths=./mounter/pod/... paths=./pkg/nodemode/... output:rbac:dir=$$tmp && \
+		mv $$tmp/role.yaml $(CHART_DIR)/files/node-rbac.yaml && rm -rf $$tmp
 
 ##@ Quality
 

@@ -1,0 +1,255 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+)
+
+// The node plugin reads attachments and this node's Mountpoint Pods, nothing else.
+// +kubebuilder:rbac:groups=s3.csi.scality.com,resources=mountpoints3podattachments,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=mount-s3,resources=pods,verbs=get;list;watch
+
+// Cluster is the node plugin's view of pod mode: this node's MountpointS3PodAttachments and
+// Mountpoint Pods, from an informer cache filtered to the node, with waits that wake up on
+// informer events (no polling).
+type Cluster struct {
+	node, namespace string
+	cache           cache.Cache
+	api             client.Reader
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every relevant event
+	onPod   func(name string, pod *corev1.Pod)
+}
+
+// NewCluster returns a Cluster for node, watching Mountpoint Pods in namespace. The attachment
+// informer is restricted to the node with the CRD's selectable field spec.nodeName when the API
+// server supports it (Kubernetes >= 1.31); otherwise it caches all attachments.
+func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string) (*Cluster, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := crdv2.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	api, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	onNode := fields.OneTermEqualSelector("spec.nodeName", node)
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Namespaces: map[string]cache.Config{namespace: {}}, Field: onNode},
+	}
+	var probe crdv2.MountpointS3PodAttachmentList
+	switch err := api.List(ctx, &probe, client.MatchingFieldsSelector{Selector: onNode}, client.Limit(1)); {
+	case err == nil:
+		byObject[&crdv2.MountpointS3PodAttachment{}] = cache.ByObject{Field: onNode}
+	case apierrors.IsBadRequest(err):
+		klog.InfoS("The API server cannot select attachments by node; caching all of them", "err", err)
+	default:
+		return nil, fmt.Errorf("%w: list MountpointS3PodAttachments: %v", mounter.ErrUnavailable, err)
+	}
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, fmt.Errorf("informer cache: %w", err)
+	}
+	if err := reconciler.IndexAttachments(ctx, c); err != nil {
+		return nil, err
+	}
+	return &Cluster{node: node, namespace: namespace, cache: c, api: api, changed: make(chan struct{})}, nil
+}
+
+// OnMountpointPod registers f to run on every add, update (pod set) or delete (pod nil) of one of
+// this node's Mountpoint Pods (the unmounter uses it). Call before Start.
+func (c *Cluster) OnMountpointPod(f func(name string, pod *corev1.Pod)) { c.onPod = f }
+
+// Start runs the informers until ctx ends and returns once they have synced.
+func (c *Cluster) Start(ctx context.Context) error {
+	for _, obj := range []client.Object{&crdv2.MountpointS3PodAttachment{}, &corev1.Pod{}} {
+		inf, err := c.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { c.event(o, false) },
+			UpdateFunc: func(_, o any) { c.event(o, false) },
+			DeleteFunc: func(o any) { c.event(o, true) },
+		}); err != nil {
+			return err
+		}
+	}
+	go func() {
+		if err := c.cache.Start(ctx); err != nil {
+			klog.ErrorS(err, "Pod-mode informers stopped")
+		}
+	}()
+	if !c.cache.WaitForCacheSync(ctx) {
+		return fmt.Errorf("%w: pod-mode informers did not sync", mounter.ErrUnavailable)
+	}
+	return nil
+}
+
+func (c *Cluster) event(o any, deleted bool) {
+	c.mu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	if c.onPod == nil {
+		return
+	}
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	if p, ok := o.(*corev1.Pod); ok {
+		if deleted {
+			c.onPod(p.Name, nil)
+		} else {
+			c.onPod(p.Name, p)
+		}
+	}
+}
+
+// wait returns a channel closed at the next event.
+func (c *Cluster) wait() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// findAttachment returns the Mountpoint Pod the controller assigned to the workload's volume on
+// this node, if any.
+func (c *Cluster) findAttachment(ctx context.Context, workloadUID, pvName, volumeID string) (string, error) {
+	var list crdv2.MountpointS3PodAttachmentList
+	if err := c.cache.List(ctx, &list, client.MatchingFields{reconciler.IndexWorkloadUID: workloadUID}); err != nil {
+		return "", err
+	}
+	for _, a := range list.Items {
+		if a.Spec.NodeName != c.node || a.Spec.PersistentVolumeName != pvName || a.Spec.VolumeID != volumeID {
+			continue
+		}
+		for mp, ws := range a.Spec.MountpointS3PodAttachments {
+			for _, w := range ws {
+				if w.WorkloadPodUID == workloadUID {
+					return mp, nil
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+// mountpointPod returns one of this node's Mountpoint Pods from the cache (nil when absent).
+func (c *Cluster) mountpointPod(ctx context.Context, name string) (*corev1.Pod, error) {
+	var p corev1.Pod
+	if err := c.cache.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &p, nil
+}
+
+// mountpointPods lists this node's Mountpoint Pods.
+func (c *Cluster) mountpointPods(ctx context.Context) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := c.cache.List(ctx, &list, client.InNamespace(c.namespace)); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// errNotReady carries what is missing when a wait ends before the Mountpoint Pod is usable.
+var errNotReady = errors.New("the Mountpoint Pod is not ready")
+
+// WaitForMountpointPod waits until the controller has attached the workload's volume to a
+// Mountpoint Pod on this node and that pod is Running, and returns the pod. When ctx ends first
+// the error says exactly what is missing: the attachment (look at the controller), or the pod
+// and why it is not running (unschedulable, image pull, ...).
+func (c *Cluster) WaitForMountpointPod(ctx context.Context, workloadUID, pvName, volumeID string) (*corev1.Pod, error) {
+	for {
+		next := c.wait() // before reading, so no event is missed
+		name, err := c.findAttachment(ctx, workloadUID, pvName, volumeID)
+		if err != nil {
+			return nil, err
+		}
+		if name != "" {
+			pod, err := c.mountpointPod(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if pod != nil && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+				return pod, nil
+			}
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%w): %s", ctx.Err(), errNotReady, c.diagnose(name, workloadUID, pvName))
+		}
+	}
+}
+
+// diagnose explains why a workload's Mountpoint Pod is not usable, reading the API directly.
+func (c *Cluster) diagnose(name, workloadUID, pvName string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), diagnoseTimeout)
+	defer cancel()
+	if name == "" {
+		return fmt.Sprintf("no MountpointS3PodAttachment records workload %s for PersistentVolume %s on node %s: the controller has not served it; check the controller (kubectl logs -n <driver namespace> -l app=s3-csi-controller) and the events of the workload pod", workloadUID, pvName, c.node)
+	}
+	var pod corev1.Pod
+	if err := c.api.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("Mountpoint Pod %s/%s does not exist (yet); the controller creates it", c.namespace, name)
+		}
+		return fmt.Sprintf("Mountpoint Pod %s/%s: %v", c.namespace, name, err)
+	}
+	var why []string
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+			why = append(why, fmt.Sprintf("not scheduled: %s: %s", cond.Reason, cond.Message))
+		}
+	}
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != c.node {
+		why = append(why, fmt.Sprintf("scheduled on node %s, not %s", pod.Spec.NodeName, c.node))
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			why = append(why, fmt.Sprintf("container %s waiting: %s: %s", cs.Name, w.Reason, w.Message))
+		}
+	}
+	if pod.DeletionTimestamp != nil {
+		why = append(why, "being deleted")
+	}
+	if len(why) == 0 {
+		why = append(why, "no reason reported yet")
+	}
+	return fmt.Sprintf("Mountpoint Pod %s/%s is %s: %s (kubectl describe pod -n %s %s)", c.namespace, name, phaseOf(&pod), strings.Join(why, "; "), c.namespace, name)
+}
+
+func phaseOf(p *corev1.Pod) corev1.PodPhase {
+	if p.Status.Phase == "" {
+		return corev1.PodPending
+	}
+	return p.Status.Phase
+}

@@ -1,0 +1,95 @@
+package pod
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+)
+
+// mountFUSE opens /dev/fuse and mounts it at source, returning the fd the Mountpoint Pod will
+// serve. The mount is owned by root (user_id=0) and checked by the kernel against the file
+// modes mount-s3 reports (default_permissions); allow_other is set when the options let users
+// other than the mount owner in (--allow-other, or --allow-root, which mount-s3 narrows to root
+// and its own user). The caller closes the fd.
+func mountFUSE(source string, args mountargs.Args, readOnly bool) (*os.File, error) {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/fuse: %w", err)
+	}
+	flags := uintptr(unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOATIME)
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions", f.Fd())
+	if args.Has("allow-other") || args.Has("allow-root") {
+		opts += ",allow_other"
+	}
+	if err := unix.Mount(mounttable.FSName, source, "fuse", flags, opts); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mount FUSE at %s: %w", source, err)
+	}
+	return f, nil
+}
+
+// bindMount makes target show source; a read-only bind is remounted read-only (a bind ignores
+// MS_RDONLY on creation).
+func bindMount(source, target string, readOnly bool) error {
+	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s to %s: %w", source, target, err)
+	}
+	if readOnly {
+		if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			_ = unix.Unmount(target, 0)
+			return fmt.Errorf("make bind mount at %s read-only: %w", target, err)
+		}
+	}
+	return nil
+}
+
+// unmount unmounts path; a mount that is already gone is fine.
+func unmount(path string, flags int) error {
+	if err := unix.Unmount(path, flags); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	return nil
+}
+
+// abortConnection aborts the FUSE connection of a mount (identified by its device minor), which
+// fails every request still waiting for a daemon that will never answer.
+func abortConnection(minor int) {
+	p := filepath.Join("/sys/fs/fuse/connections", strconv.Itoa(minor), "abort")
+	_ = os.WriteFile(p, []byte("1"), 0)
+}
+
+// bindsOf lists the mount points other than source that show the same filesystem as source
+// (bind mounts of it), from the mount table.
+func bindsOf(table mounttable.Table, source string) ([]string, error) {
+	entries, err := table.List()
+	if err != nil {
+		return nil, err
+	}
+	var src *mounttable.Entry
+	for i := range entries {
+		if entries[i].MountPoint == source {
+			src = &entries[i]
+		}
+	}
+	if src == nil {
+		return nil, nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.MountPoint != source && e.Major == src.Major && e.Minor == src.Minor && !strings.HasPrefix(e.MountPoint, source+"/") {
+			out = append(out, e.MountPoint)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,215 @@
+package mountoptions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultTimeout bounds Send when its context has no deadline.
+const DefaultTimeout = 30 * time.Second
+
+// maxSocketPath is the longest path a Unix socket address holds: sun_path is 108 bytes
+// including the terminating NUL.
+const maxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
+
+// Dial retry backoff while the Mountpoint Pod is not listening yet.
+const (
+	dialBackoffMin = 5 * time.Millisecond
+	dialBackoffMax = 100 * time.Millisecond
+)
+
+// Send hands o and the open file descriptor fd to the receiver listening at socketPath (an
+// absolute path) and returns nil only once the receiver acknowledged them: the receiver then
+// holds its own copy of fd; the caller still owns (and should close) its own.
+//
+// o is validated first (ErrInvalid, ErrTooLarge; a negative fd is ErrNoFD). While the socket
+// does not exist or refuses connections (the Mountpoint Pod is starting), Send retries with a
+// short backoff until ctx ends. The whole exchange is bounded by ctx's deadline, or by
+// DefaultTimeout when ctx has none; an expired or cancelled ctx yields an error wrapping
+// ctx.Err(). A refusal yields ErrRejected with the receiver's reason; a connection closed
+// without a reply yields ErrNoAck (the receiver may or may not have kept the descriptor, so
+// the caller should tear the FUSE mount down and start over).
+//
+// A socketPath longer than a Unix socket address holds (107 bytes) is reached through
+// /proc/self/fd/<directory fd>/<name>; if that is impossible too (file name too long, no
+// /proc), the error wraps ErrPathTooLong and names the path and the limit.
+func Send(ctx context.Context, socketPath string, o Options, fd int) error {
+	if err := send(ctx, socketPath, o, fd); err != nil {
+		return fmt.Errorf("send mount options to %s: %w", socketPath, err)
+	}
+	return nil
+}
+
+func send(ctx context.Context, socketPath string, o Options, fd int) error {
+	if !filepath.IsAbs(socketPath) {
+		return errors.New("the socket path must be absolute")
+	}
+	if fd < 0 {
+		return fmt.Errorf("%w: descriptor %d", ErrNoFD, fd)
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(o)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if len(data) > MaxMessageSize {
+		return fmt.Errorf("%w: %d bytes, at most %d are accepted", ErrTooLarge, len(data), MaxMessageSize)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	conn, err := dialRetry(ctx, socketPath)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := exchange(ctx, conn, data, fd); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The connection's deadline is ctx's: ctx is done now or within an instant.
+			<-ctx.Done()
+		}
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return err
+	}
+	return nil
+}
+
+// exchange writes the message with fd, half-closes, and interprets the reply.
+func exchange(ctx context.Context, conn *net.UnixConn, data []byte, fd int) error {
+	deadline, _ := ctx.Deadline()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	// Cancellation (not only the deadline) must interrupt blocked I/O.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	oob := unix.UnixRights(fd)
+	n, oobn, err := conn.WriteMsgUnix(data, oob, nil)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if oobn != len(oob) {
+		return fmt.Errorf("write: the descriptor was not sent (%d of %d control bytes)", oobn, len(oob))
+	}
+	if n < len(data) {
+		// The descriptor travelled with the first bytes; on a stream socket the rest may follow
+		// in further writes, the receiver reads until end of file.
+		if _, err := conn.Write(data[n:]); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	if err := conn.CloseWrite(); err != nil {
+		return fmt.Errorf("half-close: %w", err)
+	}
+	reply, err := io.ReadAll(io.LimitReader(conn, 1+MaxReasonLen))
+	// A receiver that refuses a message it did not read completely resets the connection
+	// after its reply: read what arrived before looking at the error.
+	switch {
+	case len(reply) == 1 && reply[0] == Ack:
+		return nil
+	case len(reply) > 0 && reply[0] == Nak:
+		return fmt.Errorf("%w: %s", ErrRejected, printable(reply[1:]))
+	case len(reply) > 0:
+		return fmt.Errorf("%w: unexpected reply %q", ErrNoAck, truncate(string(reply), 32))
+	case err != nil:
+		return fmt.Errorf("read the reply: %w", err)
+	}
+	return fmt.Errorf("%w: the connection was closed without a reply", ErrNoAck)
+}
+
+// printable makes a reason received from the other side safe to embed in an error message.
+func printable(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "?")
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// dialRetry connects to path, retrying while it does not exist or refuses connections.
+func dialRetry(ctx context.Context, path string) (*net.UnixConn, error) {
+	backoff := dialBackoffMin
+	for {
+		conn, err := dial(ctx, path)
+		if err == nil {
+			return conn, nil
+		}
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, dialBackoffMax)
+	}
+}
+
+// dial makes one connection attempt.
+func dial(ctx context.Context, path string) (*net.UnixConn, error) {
+	addr := path
+	if len(path) > maxSocketPath {
+		dirfd, short, err := shortAddress(path)
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(dirfd)
+		addr = short
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", addr)
+	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			return nil, fmt.Errorf("connect to %s: %w", path, errno)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	}
+	return c.(*net.UnixConn), nil
+}
+
+// shortAddress opens the directory of path and returns its descriptor (the caller closes it)
+// and /proc/self/fd/<descriptor>/<name>, an address of the same socket that fits sun_path.
+func shortAddress(path string) (int, string, error) {
+	dir, name := filepath.Split(path)
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", fmt.Errorf("open the directory of %s: %w", path, err)
+	}
+	proc := "/proc/self/fd/" + strconv.Itoa(dirfd)
+	addr := proc + "/" + name
+	if len(addr) > maxSocketPath {
+		unix.Close(dirfd)
+		return -1, "", fmt.Errorf("%w: %s is %d bytes, more than the %d a Unix socket address holds, and its file name is too long to be reached through /proc/self/fd", ErrPathTooLong, path, len(path), maxSocketPath)
+	}
+	if _, err := os.Stat(proc); err != nil {
+		unix.Close(dirfd)
+		return -1, "", fmt.Errorf("%w: %s is %d bytes, more than the %d a Unix socket address holds, and /proc/self/fd cannot shorten it (%v)", ErrPathTooLong, path, len(path), maxSocketPath, err)
+	}
+	return dirfd, addr, nil
+}

@@ -1,0 +1,57 @@
+package mountpointpod
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/klog/v2"
+)
+
+// checkArgs is the minimal sanity check of the received mount-s3 options (the node plugin
+// applies the real policy): each must be a long option, "--name" or "--name=value", that
+// keeps mount-s3 mounting in the foreground.
+func checkArgs(args []string) error {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		switch {
+		case a == "--":
+			return fmt.Errorf("argument %q would end mount-s3's options", a)
+		case !strings.HasPrefix(a, "--") || len(name) < 3:
+			return fmt.Errorf("argument %q is not a long option (--name or --name=value)", a)
+		case name == "--foreground" && a != name:
+			return fmt.Errorf("argument %q: --foreground takes no value", a)
+		case name == "--help" || name == "--version":
+			return fmt.Errorf("argument %q would make mount-s3 exit without mounting", a)
+		}
+	}
+	return nil
+}
+
+// mountS3Args returns what follows the bucket and the mount point on mount-s3's command line:
+// --foreground, then args with the host-path options rewritten (see the package comment). It
+// also returns the cache directory it created, "" if none; the caller removes it.
+func mountS3Args(args []string) ([]string, string, error) {
+	out := []string{"--foreground"}
+	cache := ""
+	for _, a := range args {
+		switch {
+		case a == "--foreground":
+		case strings.HasPrefix(a, "--log-directory="):
+			klog.InfoS("Dropping a mount-s3 option: mount-s3 logs to the container output instead", "arg", a)
+		case strings.HasPrefix(a, "--cache="):
+			if cache == "" {
+				dir, err := os.MkdirTemp("", "mount-s3-cache-")
+				if err != nil {
+					return nil, "", fmt.Errorf("create the cache directory: %w", err)
+				}
+				cache = dir
+			}
+			klog.InfoS("Replacing the cache directory with one inside the Mountpoint Pod", "arg", a, "cache", cache)
+			out = append(out, "--cache="+cache)
+		default:
+			out = append(out, a)
+		}
+	}
+	return out, cache, nil
+}

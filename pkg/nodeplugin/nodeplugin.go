@@ -1,0 +1,243 @@
+// Package nodeplugin assembles the node plugin: the systemd mounter, pod mode (attachment and
+// Mountpoint Pod informers, the pod mounter and its unmounter) when the Kubernetes API is
+// reachable, the node's mode watcher, the router in front of both mounters, the CSI servers and
+// the metrics endpoint. Run returns errors; it never exits the process.
+package nodeplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/mounter/pod"
+	"github.com/s3csi/s3-csi-driver/mounter/systemd"
+	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/driver"
+	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
+	"github.com/s3csi/s3-csi-driver/pkg/version"
+)
+
+// Config is everything the node plugin needs.
+type Config struct {
+	Endpoint          string
+	NodeID            string
+	KubeletPath       string
+	MaxVolumesPerNode int64
+	S3EndpointURL     string
+	S3Region          string
+	DriverCredentials *credentials.Credentials
+	// DefaultMode is the cluster default; the Node's label overrides it.
+	DefaultMode mounter.Mode
+
+	// systemd mode
+	SystemdSocket string
+	MountS3Path   string
+	UmountPath    string
+	MountTimeout  time.Duration
+
+	// Kube is the Kubernetes connection (nil: none; the node then uses DefaultMode and only
+	// systemd mode can work).
+	Kube                *rest.Config
+	MountpointNamespace string
+	PodSweepInterval    time.Duration
+	// APITimeout bounds how long start-up waits for the informers.
+	APITimeout time.Duration
+
+	// MetricsAddress serves Prometheus metrics when not empty.
+	MetricsAddress string
+}
+
+// Run starts the node plugin and serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	sm, err := systemd.New(systemd.Config{
+		SystemdSocket: cfg.SystemdSocket,
+		MountS3Path:   cfg.MountS3Path,
+		UmountPath:    cfg.UmountPath,
+		StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
+		StartTimeout:  cfg.MountTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer sm.Close()
+
+	mode := func() mounter.Mode { return cfg.DefaultMode }
+	var pm *pod.Mounter
+	unavailable := map[mounter.Mode]string{}
+	if cfg.Kube == nil {
+		unavailable[mounter.ModePod] = "the node plugin has no Kubernetes API access (in-cluster or --kubeconfig)"
+	} else {
+		w, err := startModeWatcher(ctx, cfg)
+		if err != nil {
+			klog.ErrorS(err, "This node's mount mode label is not known yet; using the default until it is", "default", cfg.DefaultMode)
+		}
+		if w != nil {
+			mode = w.Mode
+		}
+		pm, err = startPodMode(ctx, cfg)
+		if err != nil {
+			klog.ErrorS(err, "Pod mode is unavailable on this node; systemd mode still works")
+			unavailable[mounter.ModePod] = err.Error()
+		}
+	}
+	var podMounter mounter.Mounter
+	if pm != nil {
+		podMounter = pm
+	}
+	router := mounter.NewRouter(sm, podMounter, unavailable, mode, filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "mnt"))
+	klog.InfoS("Node plugin ready", "node", cfg.NodeID, "mode", router.Mode(), "podMode", pm != nil)
+
+	ns, err := driver.NewNodeServer(driver.NodeConfig{
+		NodeID:            cfg.NodeID,
+		MaxVolumesPerNode: cfg.MaxVolumesPerNode,
+		KubeletPath:       cfg.KubeletPath,
+		S3EndpointURL:     cfg.S3EndpointURL,
+		S3Region:          cfg.S3Region,
+		DriverCredentials: cfg.DriverCredentials,
+	}, router)
+	if err != nil {
+		return err
+	}
+	srv, err := driver.NewServer(cfg.Endpoint)
+	if err != nil {
+		return err
+	}
+	srv.RegisterIdentity(driver.NewIdentityServer(false, &readiness{router: router, systemd: sm, pod: pm}))
+	srv.RegisterNode(ns)
+	if cfg.MetricsAddress != "" {
+		if err := serveMetrics(ctx, cfg, router); err != nil {
+			return err
+		}
+	}
+	return srv.Run(ctx)
+}
+
+func startModeWatcher(ctx context.Context, cfg Config) (*nodemode.Watcher, error) {
+	cs, err := kubernetes.NewForConfig(cfg.Kube)
+	if err != nil {
+		return nil, err
+	}
+	w := nodemode.New(cs, cfg.NodeID, cfg.DefaultMode)
+	sctx, cancel := context.WithTimeout(ctx, cfg.APITimeout)
+	defer cancel()
+	errCh := make(chan error, 1)
+	go func() { errCh <- w.Start(ctx) }()
+	select {
+	case err := <-errCh:
+		if err != nil {
+			return nil, err
+		}
+		return w, nil
+	case <-sctx.Done():
+		// The watcher keeps trying; it reports the default until it reads the Node.
+		return w, fmt.Errorf("node %s not read within %v", cfg.NodeID, cfg.APITimeout)
+	}
+}
+
+func startPodMode(ctx context.Context, cfg Config) (*pod.Mounter, error) {
+	sctx, cancel := context.WithTimeout(ctx, cfg.APITimeout)
+	defer cancel()
+	cluster, err := pod.NewCluster(sctx, cfg.Kube, cfg.NodeID, cfg.MountpointNamespace)
+	if err != nil {
+		return nil, err
+	}
+	pm, err := pod.New(pod.Config{KubeletPath: cfg.KubeletPath}, cluster)
+	if err != nil {
+		return nil, err
+	}
+	unmounter := pod.NewUnmounter(pm, cfg.PodSweepInterval)
+	started := make(chan error, 1)
+	go func() { started <- cluster.Start(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			return nil, err
+		}
+	case <-sctx.Done():
+		return nil, fmt.Errorf("pod-mode informers did not sync within %v (RBAC for MountpointS3PodAttachments and pods in %s?)", cfg.APITimeout, cfg.MountpointNamespace)
+	}
+	go unmounter.Run(ctx)
+	return pm, nil
+}
+
+// readiness answers Probe for the node's current mode.
+type readiness struct {
+	router  *mounter.Router
+	systemd *systemd.Mounter
+	pod     *pod.Mounter
+}
+
+func (r *readiness) Check(ctx context.Context) error {
+	if r.router.Mode() == mounter.ModePod {
+		if r.pod == nil {
+			return errors.New("the node is in pod mode but pod mode is unavailable")
+		}
+		return r.pod.Check(ctx)
+	}
+	return r.systemd.Check(ctx)
+}
+
+var (
+	descMounts = prometheus.NewDesc("s3csi_node_mounts", "Live S3 volume mounts on this node by the mode that made them.", []string{"mode"}, nil)
+	descMode   = prometheus.NewDesc("s3csi_node_mount_mode", "1 for the mode new mounts on this node use.", []string{"mode"}, nil)
+)
+
+// mountCollector reports the mount table at scrape time.
+type mountCollector struct {
+	router  *mounter.Router
+	podsDir string
+}
+
+func (c *mountCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descMounts; ch <- descMode }
+
+func (c *mountCollector) Collect(ch chan<- prometheus.Metric) {
+	if counts, err := c.router.Counts(c.podsDir); err == nil {
+		for m, n := range counts {
+			ch <- prometheus.MustNewConstMetric(descMounts, prometheus.GaugeValue, float64(n), string(m))
+		}
+	}
+	current := c.router.Mode()
+	for _, m := range []mounter.Mode{mounter.ModeSystemd, mounter.ModePod} {
+		v := 0.0
+		if m == current {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, v, string(m))
+	}
+}
+
+func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(&mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods")}); err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", cfg.MetricsAddress)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Metrics server stopped")
+		}
+	}()
+	klog.InfoS("Serving metrics", "address", lis.Addr().String())
+	return nil
+}
