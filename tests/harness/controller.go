@@ -54,6 +54,7 @@ func StartController(t TB, k *Kube, o ControllerOptions) *Controller {
 		"--health-probe-address=0",
 		fmt.Sprintf("--leader-elect=%t", o.LeaderElect),
 		"--leader-election-namespace=default",
+		"--default-mounter=pod",
 		"--v=2",
 	}
 	c := &Controller{MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}

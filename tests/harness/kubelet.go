@@ -33,14 +33,27 @@ type MountpointKubelet struct {
 	procs  map[string]*Process // by pod name
 	starts map[string]int      // process starts by pod name
 	paused bool
+	cache  cache.Cache
+	work   chan types.NamespacedName
 }
 
 // SetPaused stops (true) or resumes (false) scheduling and starting new Mountpoint Pods, as if
-// the node had no room for them.
+// the node had no room for them. Resuming looks at every pod again.
 func (mk *MountpointKubelet) SetPaused(paused bool) {
 	mk.mu.Lock()
-	defer mk.mu.Unlock()
 	mk.paused = paused
+	mk.mu.Unlock()
+	if paused {
+		return
+	}
+	var pods corev1.PodList
+	if err := mk.cache.List(context.Background(), &pods, client.InNamespace(mk.Namespace)); err != nil {
+		mk.t.Logf("kubelet: list pods: %v", err)
+		return
+	}
+	for i := range pods.Items {
+		mk.work <- client.ObjectKeyFromObject(&pods.Items[i])
+	}
 }
 
 // mounterUID is the user the Mountpoint Pod runs as (its securityContext).
@@ -65,6 +78,7 @@ func StartMountpointKubelet(t TB, k *Kube, node, kubeletDir, namespace string) *
 		t.Fatalf("kubelet informer: %v", err)
 	}
 	work := make(chan types.NamespacedName, 1024)
+	mk.cache, mk.work = c, work
 	enqueue := func(o any) {
 		if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 			o = t.Obj
@@ -94,8 +108,10 @@ func StartMountpointKubelet(t TB, k *Kube, node, kubeletDir, namespace string) *
 		cancel()
 		wg.Wait()
 		mk.mu.Lock()
-		defer mk.mu.Unlock()
-		for _, p := range mk.procs {
+		procs := mk.procs
+		mk.procs = map[string]*Process{} // supervisors see their process is no longer wanted
+		mk.mu.Unlock()
+		for _, p := range procs {
 			p.Kill()
 		}
 	})
