@@ -24,7 +24,8 @@ BINARIES := $(addprefix $(BIN)/,$(COMMANDS)) $(BIN)/mount-s3
 TEST_TOOLS := $(VERSITYGW) envtest-assets apt-deps
 
 # Fuzz targets run briefly by `make test` (package:target).
-FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse ./pkg/mountoptions:FuzzParse
+FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse ./pkg/mountoptions:FuzzParse \
+	./pkg/driver:FuzzParseVolumeID ./pkg/s3:FuzzBucketName
 FUZZ_TIME ?= 10s
 
 .PHONY: help

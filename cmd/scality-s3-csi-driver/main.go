@@ -1,8 +1,8 @@
 // Command scality-s3-csi-driver is the CSI plugin: Identity + Node services on a node
-// (--mode=node), Identity + Controller services in the controller Deployment (--mode=controller).
-// Flags are the only configuration; a few default to the environment (CSI_NODE_NAME,
-// AWS_ENDPOINT_URL, AWS_REGION). Driver-level credentials come from the standard
-// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN variables.
+// (--mode=node), Identity + Controller services in the controller Deployment (--mode=controller,
+// dynamic provisioning: a bucket per volume). Flags are the only configuration; a few default to
+// the environment (CSI_NODE_NAME, AWS_ENDPOINT_URL, AWS_REGION). Driver-level credentials come
+// from the standard AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN variables.
 package main
 
 import (
@@ -17,27 +17,39 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/s3csi/s3-csi-driver/mounter/systemd"
+	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
+	"github.com/s3csi/s3-csi-driver/pkg/nodeplugin"
+	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
 type options struct {
-	endpoint          string
-	nodeID            string
-	mode              string
-	systemdSocket     string
-	mountS3Path       string
-	umountPath        string
-	kubeletPath       string
-	s3EndpointURL     string
-	s3Region          string
-	maxVolumesPerNode int64
-	mountTimeout      time.Duration
-	showVersion       bool
+	endpoint            string
+	nodeID              string
+	mode                string
+	systemdSocket       string
+	mountS3Path         string
+	umountPath          string
+	kubeletPath         string
+	s3EndpointURL       string
+	s3Region            string
+	maxVolumesPerNode   int64
+	mountTimeout        time.Duration
+	s3CABundle          string
+	defaultMounter      string
+	kubeconfig          string
+	mountpointNamespace string
+	podSweepInterval    time.Duration
+	apiTimeout          time.Duration
+	metricsAddress      string
+	emptyBucketBudget   time.Duration
+	showVersion         bool
 }
 
 func envOr(key, def string) string {
@@ -59,6 +71,14 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.s3Region, "s3-region", envOr("AWS_REGION", "us-east-1"), "S3 region given to mount-s3 (default $AWS_REGION, else us-east-1)")
 	fs.Int64Var(&o.maxVolumesPerNode, "max-volumes-per-node", 0, "volume limit reported by NodeGetInfo; 0 means no limit")
 	fs.DurationVar(&o.mountTimeout, "mount-timeout", 60*time.Second, "how long mount-s3 may take to mount before the publish fails")
+	fs.StringVar(&o.s3CABundle, "s3-ca-bundle", "", "controller mode: PEM file of CA certificates trusted for --s3-endpoint-url, in addition to the system ones")
+	fs.DurationVar(&o.emptyBucketBudget, "empty-bucket-budget", 30*time.Second, "controller mode: longest time one DeleteVolume spends emptying a bucket (bucketDeletionPolicy deleteWithObjects) before it returns Aborted and the provisioner retries; the call's own deadline shortens it")
+	fs.StringVar(&o.defaultMounter, "default-mounter", "systemd", "node mode: the cluster default mount mode, systemd or pod; the Node's s3.csi.scality.com/mounter label overrides it")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "node mode: kubeconfig for the Kubernetes API (default: the in-cluster service account when in a pod, else none: systemd mode only)")
+	fs.StringVar(&o.mountpointNamespace, "mountpoint-namespace", "mount-s3", "node mode: namespace of the Mountpoint Pods")
+	fs.DurationVar(&o.podSweepInterval, "pod-sweep-interval", 2*time.Minute, "node mode: how often shared pod-mode mounts are checked for retirement and leftovers")
+	fs.DurationVar(&o.apiTimeout, "api-timeout", 30*time.Second, "node mode: how long start-up waits for the Kubernetes informers before pod mode is declared unavailable")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 
@@ -70,7 +90,12 @@ func (o *options) validate() error {
 			errs = append(errs, errors.New("--node-id (or $CSI_NODE_NAME) is required in node mode"))
 		}
 	case "controller":
-		errs = append(errs, errors.New("--mode=controller is not available in this version"))
+		if o.s3CABundle != "" && !filepath.IsAbs(o.s3CABundle) {
+			errs = append(errs, fmt.Errorf("--s3-ca-bundle must be an absolute path, not %q", o.s3CABundle))
+		}
+		if o.emptyBucketBudget <= 0 {
+			errs = append(errs, errors.New("--empty-bucket-budget must be positive"))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("--mode must be node or controller, not %q", o.mode))
 	}
@@ -93,6 +118,15 @@ func (o *options) validate() error {
 	}
 	if o.mountTimeout <= 0 {
 		errs = append(errs, errors.New("--mount-timeout must be positive"))
+	}
+	if _, err := mounter.ParseMode(o.defaultMounter); err != nil {
+		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
+	}
+	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 {
+		errs = append(errs, errors.New("--pod-sweep-interval and --api-timeout must be positive"))
+	}
+	if o.mode == "node" && o.s3CABundle != "" {
+		errs = append(errs, errors.New("--s3-ca-bundle is used in controller mode only"))
 	}
 	return errors.Join(errs...)
 }
@@ -141,26 +175,74 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	klog.InfoS("Starting", "driver", version.DriverName, "version", version.Version, "mode", o.mode, "nodeID", o.nodeID, "driverCredentials", creds != nil)
-	sm, err := systemd.New(systemd.Config{
-		SystemdSocket: o.systemdSocket,
-		MountS3Path:   o.mountS3Path,
-		UmountPath:    o.umountPath,
-		StateDir:      filepath.Join(o.kubeletPath, "plugins", version.DriverName, "systemd"),
-		StartTimeout:  o.mountTimeout,
-	})
+	if o.mode == "controller" {
+		return runController(ctx, o, creds)
+	}
+	klog.InfoS("Starting", "driver", version.DriverName, "version", version.Version, "mode", o.mode, "nodeID", o.nodeID, "driverCredentials", creds != nil, "defaultMounter", o.defaultMounter)
+	kube, err := o.kubeConfig()
 	if err != nil {
 		return err
 	}
-	defer sm.Close()
-	ns, err := driver.NewNodeServer(driver.NodeConfig{
-		NodeID:            o.nodeID,
-		MaxVolumesPerNode: o.maxVolumesPerNode,
-		KubeletPath:       o.kubeletPath,
-		S3EndpointURL:     o.s3EndpointURL,
-		S3Region:          o.s3Region,
+	defaultMode, _ := mounter.ParseMode(o.defaultMounter) // validated
+	return nodeplugin.Run(ctx, nodeplugin.Config{
+		Endpoint:            o.endpoint,
+		NodeID:              o.nodeID,
+		KubeletPath:         o.kubeletPath,
+		MaxVolumesPerNode:   o.maxVolumesPerNode,
+		S3EndpointURL:       o.s3EndpointURL,
+		S3Region:            o.s3Region,
+		DriverCredentials:   creds,
+		DefaultMode:         defaultMode,
+		SystemdSocket:       o.systemdSocket,
+		MountS3Path:         o.mountS3Path,
+		UmountPath:          o.umountPath,
+		MountTimeout:        o.mountTimeout,
+		Kube:                kube,
+		MountpointNamespace: o.mountpointNamespace,
+		PodSweepInterval:    o.podSweepInterval,
+		APITimeout:          o.apiTimeout,
+		MetricsAddress:      o.metricsAddress,
+	})
+}
+
+// kubeConfig returns the Kubernetes connection of a node plugin: --kubeconfig, else the
+// in-cluster service account when running in a pod, else none (systemd mode only).
+func (o *options) kubeConfig() (*rest.Config, error) {
+	if o.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return nil, nil
+	}
+	return rest.InClusterConfig()
+}
+
+// runController serves Identity + Controller: no node service, no systemd. Probe always
+// reports ready: the controller's health is its own, and an S3 outage must not restart it (its
+// calls fail with Unavailable and the provisioner retries); it may also have no credentials of
+// its own to probe the store with.
+func runController(ctx context.Context, o options, creds *credentials.Credentials) error {
+	klog.InfoS("Starting", "driver", version.DriverName, "version", version.Version, "mode", o.mode,
+		"s3Endpoint", o.s3EndpointURL, "s3Region", o.s3Region, "s3CABundle", o.s3CABundle, "driverCredentials", creds != nil)
+	cfg := s3.Config{EndpointURL: o.s3EndpointURL, Region: o.s3Region}
+	if o.s3CABundle != "" {
+		pem, err := os.ReadFile(o.s3CABundle)
+		if err != nil {
+			return fmt.Errorf("--s3-ca-bundle: %w", err)
+		}
+		cfg.CABundle = pem
+	}
+	store, err := s3.NewStore(cfg)
+	if err != nil {
+		return err
+	}
+	cs, err := driver.NewControllerServer(driver.ControllerConfig{
 		DriverCredentials: creds,
-	}, sm)
+		EmptyBudget:       o.emptyBucketBudget,
+		NewClient: func(c credentials.Credentials, region string) driver.BucketClient {
+			return store.Client(c, region)
+		},
+	})
 	if err != nil {
 		return err
 	}
@@ -168,7 +250,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	srv.RegisterIdentity(driver.NewIdentityServer(false, sm))
-	srv.RegisterNode(ns)
+	srv.RegisterIdentity(driver.NewIdentityServer(true, nil))
+	srv.RegisterController(cs)
 	return srv.Run(ctx)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
 )
 
@@ -20,6 +21,14 @@ var (
 	errInvalidArgument = errors.New("invalid argument")
 	// errBusy marks an operation refused because another one holds the same target.
 	errBusy = errors.New("an operation on this target is already in progress")
+	// errVolumeBusy marks a Controller operation refused because another one holds the same
+	// bucket.
+	errVolumeBusy = errors.New("an operation on this volume is already in progress")
+	// errVolumeNotFound marks a volume id whose bucket does not exist or is not the volume's.
+	errVolumeNotFound = errors.New("volume not found")
+	// errNotVolumeBucket marks a bucket that exists but is not marked as the bucket of the
+	// volume being deleted: it is kept.
+	errNotVolumeBucket = errors.New("the bucket is not this volume's")
 )
 
 // fieldError names the request field a validation failure is about. Its message always starts
@@ -60,6 +69,21 @@ func codeOf(err error) codes.Code {
 	case errors.Is(err, mounter.ErrTargetInUse):
 		return codes.AlreadyExists
 	case errors.Is(err, mounter.ErrUnavailable):
+		return codes.Unavailable
+	// Dynamic provisioning: the Controller service and pkg/s3.
+	case errors.Is(err, errVolumeBusy), errors.Is(err, s3.ErrNotEmptied):
+		return codes.Aborted
+	case errors.Is(err, s3.ErrInvalidBucketName):
+		return codes.InvalidArgument
+	case errors.Is(err, errVolumeNotFound), errors.Is(err, s3.ErrNoSuchBucket):
+		return codes.NotFound
+	case errors.Is(err, s3.ErrBucketTaken):
+		return codes.AlreadyExists
+	case errors.Is(err, errNotVolumeBucket), errors.Is(err, s3.ErrBucketNotEmpty):
+		return codes.FailedPrecondition
+	case errors.Is(err, s3.ErrAccessDenied):
+		return codes.PermissionDenied
+	case errors.Is(err, s3.ErrUnavailable):
 		return codes.Unavailable
 	default:
 		return codes.Internal

@@ -12,6 +12,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
 )
 
@@ -36,6 +37,17 @@ func TestToStatus(t *testing.T) {
 		{"target in use", wrap(mounter.ErrTargetInUse), codes.AlreadyExists},
 		{"unavailable", wrap(mounter.ErrUnavailable), codes.Unavailable},
 		{"mount failed", wrap(mounter.ErrMountFailed), codes.Internal},
+		{"volume busy", wrap(errVolumeBusy), codes.Aborted},
+		{"volume not found", wrap(errVolumeNotFound), codes.NotFound},
+		{"not the volume's bucket", wrap(errNotVolumeBucket), codes.FailedPrecondition},
+		{"s3 access denied", wrap(s3.ErrAccessDenied), codes.PermissionDenied},
+		{"s3 unavailable", wrap(s3.ErrUnavailable), codes.Unavailable},
+		{"s3 invalid bucket name", wrap(s3.ErrInvalidBucketName), codes.InvalidArgument},
+		{"s3 bucket taken", wrap(s3.ErrBucketTaken), codes.AlreadyExists},
+		{"s3 no such bucket", wrap(s3.ErrNoSuchBucket), codes.NotFound},
+		{"s3 bucket not empty", wrap(s3.ErrBucketNotEmpty), codes.FailedPrecondition},
+		{"s3 not emptied yet", wrap(s3.ErrNotEmptied), codes.Aborted},
+		{"s3 deadline", wrap(fmt.Errorf("delete bucket: %w", context.DeadlineExceeded)), codes.DeadlineExceeded},
 		{"unknown", errors.New("boom"), codes.Internal},
 	}
 	for _, tc := range tests {

@@ -151,14 +151,22 @@ func printable(b []byte) string {
 // dialRetry connects to path, retrying while it does not exist or refuses connections.
 func dialRetry(ctx context.Context, path string) (*net.UnixConn, error) {
 	backoff := dialBackoffMin
+	var last error // the last "not there yet" answer, the useful one to report
 	for {
 		conn, err := dial(ctx, path)
 		if err == nil {
 			return conn, nil
 		}
+		if ctx.Err() != nil { // the deadline may end the dial itself ("i/o timeout")
+			if last == nil {
+				last = err
+			}
+			return nil, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), last)
+		}
 		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, err
 		}
+		last = err
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

@@ -79,8 +79,10 @@ func (r *Reconciler) enqueueAttachmentsBy(ctx context.Context, field, value stri
 	}
 }
 
-// enqueueForClaim adds what a change of a claim (or of the PV bound to it) affects: every pod
-// using the claim.
+// enqueueForClaim adds what a change of a claim (or of the PV bound to it) affects: the key of
+// that one volume for every scheduled pod using the claim (or a diagnosis when it cannot be
+// served). Only this claim is looked at, so a pod with many volumes costs O(1) per claim event,
+// not O(volumes): the initial sync stays linear.
 func (r *Reconciler) enqueueForClaim(ctx context.Context, namespace, name string, q queue) {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingFields{indexPodClaim: namespace + "/" + name}); err != nil {
@@ -88,7 +90,19 @@ func (r *Reconciler) enqueueForClaim(ctx context.Context, namespace, name string
 		return
 	}
 	for i := range pods.Items {
-		r.enqueueForPod(ctx, &pods.Items[i], q)
+		pod := &pods.Items[i]
+		if pod.Spec.NodeName == "" || pod.Namespace == r.cfg.MountpointPod.Namespace {
+			continue
+		}
+		k, p, err := r.volumeKey(ctx, pod, name)
+		switch {
+		case err != nil:
+			log.FromContext(ctx).Error(err, "Mapping a claim to its volume failed", "claim", namespace+"/"+name)
+		case k != nil:
+			r.enqueueKey(q, *k)
+		case p != nil && !isEnded(pod):
+			q.Add(Request{Pod: client.ObjectKeyFromObject(pod)})
+		}
 	}
 }
 

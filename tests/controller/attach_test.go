@@ -73,7 +73,7 @@ func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 	}
 
 	var mp corev1.Pod
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: mpNamespace, Name: mpName}, &mp); err != nil {
 			return err.Error()
 		}

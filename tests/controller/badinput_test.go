@@ -18,7 +18,7 @@ import (
 
 func (e *env) expectEvent(p *corev1.Pod, reason, contains string) {
 	e.t.Helper()
-	eventually(e.t, 10*time.Second, func() string {
+	eventually(e.t, 20*time.Second, func() string {
 		for _, ev := range e.eventsFor(p) {
 			if strings.HasPrefix(ev, reason+":") && strings.Contains(ev, contains) {
 				return ""
@@ -119,7 +119,7 @@ func TestNamesAtTheLengthLimits(t *testing.T) {
 	e.claim(claim, pvName, ptr.To(""))
 	w := e.pod(long("pod-"), node, ptr.To[int64](2147483647), claim)
 	var atts []crdv2.MountpointS3PodAttachment
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		var list crdv2.MountpointS3PodAttachmentList
 		if err := e.c.List(ctx, &list); err != nil {
 			return err.Error()

@@ -44,7 +44,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 	}
 
 	e.setPhase(w3, corev1.PodFailed) // the last workload ends
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		p, err := e.mountpointPod(mp)
 		if err != nil {
 			return err.Error()
@@ -62,7 +62,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 	if err := e.c.Status().Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		if _, err := e.mountpointPod(mp); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("finished Mountpoint Pod not deleted: %v", err)
 		}
@@ -88,7 +88,7 @@ func TestLatePVCBinding(t *testing.T) {
 	e := newEnv(t)
 	e.claim("late", "", ptr.To(storageClass)) // dynamic claim, not bound yet
 	w := e.pod("waiting", e.node(1), nil, "late")
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		for _, ev := range e.eventsFor(w) {
 			if strings.HasPrefix(ev, reconciler.ReasonVolumeNotBound) {
 				return ""
@@ -196,7 +196,7 @@ func TestMetrics(t *testing.T) {
 	_, claim := e.volume("metrics", volumeOpts{})
 	w := e.pod("w", e.node(1), nil, claim)
 	e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], w.UID) })
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		resp, err := http.Get(e.ctrl.MetricsURL)
 		if err != nil {
 			return err.Error()

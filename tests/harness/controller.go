@@ -43,7 +43,7 @@ func StartController(t TB, k *Kube, o ControllerOptions) *Controller {
 		o.User = "scality-csi-controller"
 	}
 	k.BindRBAC(t, "controller-rbac.yaml", o.User)
-	port, err := freeTCPPort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatalf("metrics port: %v", err)
 	}
@@ -122,7 +122,8 @@ func createOrKeep(t TB, c client.Client, obj client.Object) {
 	}
 }
 
-func freeTCPPort() (int, error) {
+// FreePort returns a TCP port free on 127.0.0.1 right now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

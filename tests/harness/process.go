@@ -47,6 +47,8 @@ func (p *Process) Start() {
 	cmd := exec.Command(path, p.Args...)
 	cmd.Env = p.Env
 	cmd.Stdout, cmd.Stderr = log, log
+	// A test binary that crashes must not leave its components running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.Name, err)
 	}

@@ -3,9 +3,17 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -27,13 +35,30 @@ import (
 // Every bucket is a sub-directory of DataDir. The root credentials are AccessKey/SecretKey; the
 // server accepts any region name, Region is the one the helpers sign with.
 type S3Server struct {
-	Endpoint  string // e.g. "http://127.0.0.1:41234"
+	Endpoint  string // e.g. "http://127.0.0.1:41234" ("https://..." with TLS)
 	Region    string // "us-east-1"
 	AccessKey string
 	SecretKey string
 	DataDir   string
+	// AdminEndpoint is versitygw's admin API (S3Options.IAM only), used by CreateUser.
+	AdminEndpoint string
+	// CABundle is the PEM file of the self-signed certificate the server presents
+	// (S3Options.TLS only).
+	CABundle string
 
+	opts    S3Options
+	caPEM   []byte
 	logPath string
+}
+
+// S3Options select optional versitygw features. The zero value is what StartS3 starts.
+type S3Options struct {
+	// IAM runs versitygw's internal IAM service, so CreateUser can add accounts besides root.
+	IAM bool
+	// Versioning lets buckets enable object versioning (PutBucketVersioning).
+	Versioning bool
+	// TLS serves HTTPS with a fresh self-signed certificate for 127.0.0.1 (see CABundle).
+	TLS bool
 }
 
 const (
@@ -51,6 +76,12 @@ const (
 // ambient AWS_* or CA variables of the test process never reach it.
 func StartS3(t TB) *S3Server {
 	t.Helper()
+	return StartS3With(t, S3Options{})
+}
+
+// StartS3With is StartS3 with optional features (IAM users, versioning, TLS).
+func StartS3With(t TB, o S3Options) *S3Server {
+	t.Helper()
 	bin := Bin(t, "versitygw")
 	base := t.TempDir()
 	s := &S3Server{
@@ -58,10 +89,34 @@ func StartS3(t TB) *S3Server {
 		AccessKey: "testaccess",
 		SecretKey: "testsecret123",
 		DataDir:   filepath.Join(base, "data"),
+		opts:      o,
 		logPath:   filepath.Join(base, "versitygw.log"),
 	}
 	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
 		t.Fatalf("create versitygw data dir: %v", err)
+	}
+	var extra, backend []string
+	if o.IAM {
+		iamDir := filepath.Join(base, "iam")
+		if err := os.MkdirAll(iamDir, 0o700); err != nil {
+			t.Fatalf("create versitygw IAM dir: %v", err)
+		}
+		extra = append(extra, "--iam-dir", iamDir)
+	}
+	if o.Versioning {
+		verDir := filepath.Join(base, "versions")
+		if err := os.MkdirAll(verDir, 0o700); err != nil {
+			t.Fatalf("create versitygw versioning dir: %v", err)
+		}
+		backend = append(backend, "--versioning-dir", verDir)
+	}
+	scheme := "http"
+	if o.TLS {
+		scheme = "https"
+		certFile, keyFile := filepath.Join(base, "cert.pem"), filepath.Join(base, "key.pem")
+		s.caPEM = writeSelfSignedCert(t, certFile, keyFile)
+		s.CABundle = certFile
+		extra = append(extra, "--cert", certFile, "--key", keyFile)
 	}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
@@ -78,8 +133,19 @@ func StartS3(t TB) *S3Server {
 			t.Fatalf("pick a free port: %v", err)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		args := append([]string{"--port", addr, "--health", "/health"}, extra...)
+		if o.IAM {
+			adminPort, err := freePort()
+			if err != nil {
+				t.Fatalf("pick a free port: %v", err)
+			}
+			adminAddr := fmt.Sprintf("127.0.0.1:%d", adminPort)
+			args = append(args, "--admin-port", adminAddr)
+			s.AdminEndpoint = scheme + "://" + adminAddr
+		}
+		args = append(append(append(args, "posix"), backend...), s.DataDir)
 		fmt.Fprintf(logFile, "=== attempt %d on %s\n", attempt+1, addr)
-		cmd := exec.Command(bin, "--port", addr, "--health", "/health", "posix", s.DataDir)
+		cmd := exec.Command(bin, args...)
 		cmd.Env = []string{
 			"PATH=" + os.Getenv("PATH"),
 			"HOME=" + base,
@@ -94,8 +160,8 @@ func StartS3(t TB) *S3Server {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 
-		s.Endpoint = "http://" + addr
-		if lastErr = waitHealthy(s.Endpoint+"/health", exited); lastErr == nil {
+		s.Endpoint = scheme + "://" + addr
+		if lastErr = waitHealthy(s.httpClient(), s.Endpoint+"/health", exited); lastErr == nil {
 			t.Cleanup(func() { stopProcess(t, cmd.Process, exited, s.logPath) })
 			return s
 		}
@@ -109,11 +175,61 @@ func StartS3(t TB) *S3Server {
 	return nil
 }
 
+// httpClient is an HTTP client for the server: no proxy, and with TLS trusting exactly the
+// server's certificate (never AWS_CA_BUNDLE or other ambient settings).
+func (s *S3Server) httpClient() *http.Client {
+	tr := &http.Transport{Proxy: nil}
+	if s.caPEM != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(s.caPEM)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr}
+}
+
+// writeSelfSignedCert writes a fresh ECDSA certificate for 127.0.0.1 and localhost, valid for a
+// day, and its key; it returns the certificate's PEM.
+func writeSelfSignedCert(t TB, certFile, keyFile string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("generate key: %v", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "versitygw test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatalf("create certificate: %v", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("marshal key: %v", err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		t.Fatalf("write certificate: %v", err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatalf("write key: %v", err)
+	}
+	return certPEM
+}
+
 var errExitedEarly = errors.New("versitygw exited early")
 
 // waitHealthy polls url until it answers 200, the process exits, or s3StartTimeout passes.
-func waitHealthy(url string, exited <-chan error) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+func waitHealthy(client *http.Client, url string, exited <-chan error) error {
+	client.Timeout = time.Second
 	deadline := time.Now().Add(s3StartTimeout)
 	for time.Now().Before(deadline) {
 		select {
@@ -162,12 +278,18 @@ func freePort() (int, error) {
 // so no AWS_* variable (AWS_CA_BUNDLE, AWS_PROFILE, ...) of the environment affects it.
 func (s *S3Server) Client(t TB) *s3.Client {
 	t.Helper()
+	return s.ClientAs(t, s.AccessKey, s.SecretKey)
+}
+
+// ClientAs is Client signing with another account's keys (see CreateUser).
+func (s *S3Server) ClientAs(t TB, accessKey, secretKey string) *s3.Client {
+	t.Helper()
 	return s3.New(s3.Options{
 		Region:       s.Region,
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-		HTTPClient:   &http.Client{Transport: &http.Transport{Proxy: nil}},
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
+		HTTPClient:   s.httpClient(),
 		// versitygw understands the SDK's default flexible checksums, but be conservative.
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
@@ -256,4 +378,166 @@ func (s *S3Server) ListKeys(t TB, bucket string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// CreateUser adds an account to a server started with S3Options.IAM, through versitygw's admin
+// API. role is "user" (no bucket creation), "userplus" (creates its own buckets) or "admin".
+func (s *S3Server) CreateUser(t TB, accessKey, secretKey, role string) {
+	t.Helper()
+	if s.AdminEndpoint == "" {
+		t.Fatalf("CreateUser needs a server started with S3Options{IAM: true}")
+	}
+	args := []string{"admin", "--access", s.AccessKey, "--secret", s.SecretKey, "--endpoint-url", s.AdminEndpoint}
+	if s.opts.TLS {
+		args = append(args, "--allow-insecure")
+	}
+	cmd := exec.Command(Bin(t, "versitygw"), append(args, "create-user", "--access", accessKey, "--secret", secretKey, "--role", role)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("versitygw admin create-user %s: %v\n%s", accessKey, err, out)
+	}
+}
+
+// ListBuckets returns the names of every bucket the root account sees, sorted.
+func (s *S3Server) ListBuckets(t TB) []string {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	var names []string
+	p := s3.NewListBucketsPaginator(s.Client(t), &s3.ListBucketsInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("ListBuckets: %v", err)
+		}
+		for _, b := range page.Buckets {
+			names = append(names, aws.ToString(b.Name))
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// BucketExists reports whether bucket exists (HeadBucket as root).
+func (s *S3Server) BucketExists(t TB, bucket string) bool {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	_, err := s.Client(t).HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)})
+	if err == nil {
+		return true
+	}
+	var nf *types.NotFound
+	var nsb *types.NoSuchBucket
+	if errors.As(err, &nf) || errors.As(err, &nsb) {
+		return false
+	}
+	t.Fatalf("HeadBucket %s: %v", bucket, err)
+	return false
+}
+
+// BucketTags returns the tags of bucket (empty when it has none).
+func (s *S3Server) BucketTags(t TB, bucket string) map[string]string {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	out, err := s.Client(t).GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: aws.String(bucket)})
+	tags := map[string]string{}
+	if err != nil {
+		if strings.Contains(err.Error(), "NoSuchTagSet") {
+			return tags
+		}
+		t.Fatalf("GetBucketTagging %s: %v", bucket, err)
+	}
+	for _, tag := range out.TagSet {
+		tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+	}
+	return tags
+}
+
+// PutBucketTags replaces the tags of bucket.
+func (s *S3Server) PutBucketTags(t TB, bucket string, tags map[string]string) {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	var set []types.Tag
+	for k, v := range tags {
+		set = append(set, types.Tag{Key: aws.String(k), Value: aws.String(v)})
+	}
+	if _, err := s.Client(t).PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String(bucket), Tagging: &types.Tagging{TagSet: set}}); err != nil {
+		t.Fatalf("PutBucketTagging %s: %v", bucket, err)
+	}
+}
+
+// EnableVersioning turns on object versioning for bucket (needs S3Options.Versioning).
+func (s *S3Server) EnableVersioning(t TB, bucket string) {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	_, err := s.Client(t).PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{
+		Bucket:                  aws.String(bucket),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
+	})
+	if err != nil {
+		t.Fatalf("PutBucketVersioning %s: %v", bucket, err)
+	}
+}
+
+// DeleteObject deletes bucket/key (a delete marker in a versioned bucket).
+func (s *S3Server) DeleteObject(t TB, bucket, key string) {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	if _, err := s.Client(t).DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+		t.Fatalf("DeleteObject %s/%s: %v", bucket, key, err)
+	}
+}
+
+// PutObjects stores n small objects named prefix-00000 ... in bucket, several at a time.
+func (s *S3Server) PutObjects(t TB, bucket, prefix string, n int) {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	client := s.Client(t)
+	const workers = 16
+	keys := make(chan string)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			var first error
+			for k := range keys {
+				if first != nil {
+					continue
+				}
+				_, first = client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: strings.NewReader(k)})
+			}
+			errs <- first
+		}()
+	}
+	for i := range n {
+		keys <- fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	close(keys)
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatalf("PutObjects %s: %v", bucket, err)
+		}
+	}
+}
+
+// VersionCount returns how many object versions and delete markers bucket holds.
+func (s *S3Server) VersionCount(t TB, bucket string) int {
+	t.Helper()
+	ctx, cancel := opContext()
+	defer cancel()
+	n := 0
+	p := s3.NewListObjectVersionsPaginator(s.Client(t), &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("ListObjectVersions %s: %v", bucket, err)
+		}
+		n += len(page.Versions) + len(page.DeleteMarkers)
+	}
+	return n
 }

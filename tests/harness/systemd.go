@@ -85,6 +85,7 @@ func (s *Systemd) start() {
 		"mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user")
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "XDG_RUNTIME_DIR=" + s.RuntimeDir, "LANG=C.UTF-8"}, s.env...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with a crashed test
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start systemd --user: %v", err)
 	}

@@ -1,53 +1,87 @@
-// Package sanity runs the CSI contract suite (kubernetes-csi/csi-test) against the real node
-// plugin process, with the real systemd mounter, a real bucket and the mount-s3 stand-in.
+// Package sanity runs the CSI contract suite (kubernetes-csi/csi-test) against the real driver
+// processes: the node plugin with the real systemd mounter and the mount-s3 stand-in, and the
+// controller plugin (--mode=controller) creating and deleting real buckets in versitygw.
 package sanity
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
-// The node plugin serves the Identity and Node services; csi-sanity's Controller specs run
-// against the controller (issue 6) and are not focused here.
-const focus = "Identity Service|Node Service"
+// skipped lists the csi-sanity specs this driver cannot pass by design, each with its reason.
+// Every other Identity, Controller and Node spec runs. Specs for capabilities the driver does
+// not advertise skip themselves: ListVolumes, GetCapacity, ControllerPublish/Unpublish, the
+// controller "volume lifecycle", snapshots, cloning, expansion, ModifyVolume, volume health
+// (controller: CREATE_DELETE_VOLUME only), and NodeStage/Unstage, NodeGetVolumeStats,
+// NodeExpandVolume, the single-node-multi-writer spec (node: VOLUME_MOUNT_GROUP only). The
+// Node Service "should work"/"should be idempotent" specs skip themselves because they look for
+// CONTROLLER_SERVICE on the node's socket, which (correctly) serves no Controller service.
+// CreateVolume "with already existing name and different capacity" skips itself because the
+// driver reports capacity 0 (unknown: buckets have no size).
+var skipped = map[string]string{}
 
-// skipped lists the focused csi-sanity specs this driver cannot pass by design, each with its
-// reason. Every other Identity and Node spec runs; specs for capabilities the driver does not
-// advertise (NodeStageVolume, NodeGetVolumeStats, NodeExpandVolume, ...) and the lifecycle specs
-// that need a Controller service ("should work", "should be idempotent") skip themselves.
-var skipped = map[string]string{
-	// Provisions a volume with CreateVolume on the node socket (no Controller service there) and
-	// publishes it with the SINGLE_NODE_WRITER access mode, which this driver refuses with
-	// InvalidArgument by design (S3 volumes are multi-node: MULTI_NODE_MULTI_WRITER or
-	// MULTI_NODE_READER_ONLY). What it checks — NodeUnpublishVolume removes the target path — is
-	// asserted on real components by every tests/integration publish/unpublish test
-	// (suite.assertClean).
-	"Node Service NodeUnpublishVolume should remove target path": "needs CreateVolume and SINGLE_NODE_WRITER",
+// multiNodeAccessMode rewrites the SINGLE_NODE_WRITER access mode that csi-sanity hard-codes
+// into every CreateVolume and NodePublishVolume request (MakeCreateVolumeReq,
+// TestVolumeCapabilityWithAccessType) to MULTI_NODE_MULTI_WRITER, and counts the rewrites.
+//
+// Why: S3 volumes are multi-node only, so the driver refuses single-node modes with
+// InvalidArgument by design (asserted in pkg/driver and tests/provisioning). Without the
+// rewrite every spec that provisions a volume would fail at its first step and would have to
+// be skipped, losing what those specs actually check — idempotent CreateVolume, maximum-length
+// names, DeleteVolume, ValidateVolumeCapabilities, a full create/publish/unpublish/delete on
+// a real bucket. Nothing else in any request is changed, and ValidateVolumeCapabilities still
+// receives SINGLE_NODE_WRITER (the driver answers "not confirmed", which the spec accepts).
+type multiNodeAccessMode struct{ rewrites atomic.Int64 }
+
+func (m *multiNodeAccessMode) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	switch r := req.(type) {
+	case *csi.CreateVolumeRequest:
+		c := proto.Clone(r).(*csi.CreateVolumeRequest)
+		for _, vc := range c.GetVolumeCapabilities() {
+			m.rewrite(vc)
+		}
+		req = c
+	case *csi.NodePublishVolumeRequest:
+		c := proto.Clone(r).(*csi.NodePublishVolumeRequest)
+		m.rewrite(c.GetVolumeCapability())
+		req = c
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (m *multiNodeAccessMode) rewrite(vc *csi.VolumeCapability) {
+	if vc.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER {
+		vc.AccessMode.Mode = csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+		m.rewrites.Add(1)
+	}
 }
 
 func TestSanity(t *testing.T) {
 	harness.RequireRoot(t)
 	s3 := harness.StartS3(t)
-	s3.CreateBucket(t, "sanity-bucket")
 	kubelet := harness.NewKubeletDir(t)
 	sd := harness.StartSystemd(t, kubelet)
 	harness.CleanupMounts(t, kubelet)
 	drv := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true})
+	ctrl := harness.StartControllerPlugin(t, harness.ControllerPluginOptions{S3: s3})
 
 	var skip []string
 	for spec := range skipped {
 		skip = append(skip, regexp.QuoteMeta(spec))
-	}
-	if err := flag.Set("ginkgo.focus", focus); err != nil {
-		t.Fatalf("set ginkgo.focus: %v", err)
 	}
 	if err := flag.Set("ginkgo.skip", strings.Join(skip, "|")); err != nil {
 		t.Fatalf("set ginkgo.skip: %v", err)
@@ -55,6 +89,10 @@ func TestSanity(t *testing.T) {
 
 	cfg := sanity.NewTestConfig()
 	cfg.Address = "unix://" + drv.Socket
+	cfg.ControllerAddress = "unix://" + ctrl.Socket
+	rewrite := &multiNodeAccessMode{}
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(rewrite.intercept))
+	cfg.ControllerDialOptions = append(cfg.ControllerDialOptions, grpc.WithChainUnaryInterceptor(rewrite.intercept))
 	// csi-sanity publishes to TargetPath + "/target": keep it in kubelet's layout, which the
 	// driver requires (targets must be below <kubelet>/pods).
 	cfg.TargetPath = filepath.Join(kubelet, "pods", "sanity-pod", "volumes", "kubernetes.io~csi", "sanity-pv")
@@ -64,10 +102,40 @@ func TestSanity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg.TestVolumeParameters = map[string]string{"bucketName": "sanity-bucket"}
+	// Every volume is a real bucket, provisioned and deleted with a provisioner secret (the
+	// controller has no credentials of its own) and published with the same Secret as
+	// node-publish secret, as a StorageClass with both secret references does.
+	cfg.TestVolumeParameters = map[string]string{"bucketNamePrefix": "sanity-"}
+	cfg.SecretsFile = writeSecrets(t, s3)
 	cfg.IdempotentCount = 3
 	sanity.Test(t, cfg)
-	if strings.Contains(drv.Log(), s3.SecretKey) {
-		t.Error("driver log contains the secret key")
+
+	t.Logf("csi-sanity: %d single-node access modes rewritten to MULTI_NODE_MULTI_WRITER", rewrite.rewrites.Load())
+	if rewrite.rewrites.Load() == 0 {
+		t.Error("no CreateVolume or NodePublishVolume went through the access-mode rewrite")
 	}
+	// Every bucket the specs created was deleted again by DeleteVolume.
+	if buckets := s3.ListBuckets(t); len(buckets) != 0 {
+		t.Errorf("buckets left after csi-sanity: %v", buckets)
+	}
+	for _, p := range []*harness.Process{drv.Process, ctrl.Process} {
+		if strings.Contains(p.Log(), s3.SecretKey) {
+			t.Errorf("%s log contains the secret key", p.Name)
+		}
+	}
+}
+
+// writeSecrets writes csi-sanity's secrets file: the root keys for every call that takes
+// secrets.
+func writeSecrets(t *testing.T, s3 *harness.S3Server) string {
+	t.Helper()
+	var b strings.Builder
+	for _, call := range []string{"CreateVolumeSecret", "DeleteVolumeSecret", "ControllerValidateVolumeCapabilitiesSecret", "NodePublishVolumeSecret"} {
+		fmt.Fprintf(&b, "%s:\n  access_key_id: %q\n  secret_access_key: %q\n", call, s3.AccessKey, s3.SecretKey)
+	}
+	path := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

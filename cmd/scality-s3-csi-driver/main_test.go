@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// parse returns the options for args, as main parses them.
+func parse(t *testing.T, args ...string) options {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var o options
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // "" means valid
+	}{
+		{"node", []string{"--node-id=n1"}, ""},
+		{"node without id", nil, "--node-id"},
+		{"node with a CA bundle", []string{"--node-id=n1", "--s3-ca-bundle=/etc/ca.pem"}, "--s3-ca-bundle is used in controller mode only"},
+		{"controller", []string{"--mode=controller"}, ""},
+		{"controller with everything", []string{"--mode=controller", "--s3-endpoint-url=https://s3.example.com", "--s3-ca-bundle=/etc/ca.pem", "--empty-bucket-budget=5s"}, ""},
+		{"controller with a relative CA bundle", []string{"--mode=controller", "--s3-ca-bundle=ca.pem"}, "--s3-ca-bundle must be an absolute path"},
+		{"controller with no budget", []string{"--mode=controller", "--empty-bucket-budget=0s"}, "--empty-bucket-budget must be positive"},
+		{"controller with a bad endpoint", []string{"--mode=controller", "--s3-endpoint-url=s3.example.com"}, "--s3-endpoint-url"},
+		{"unknown mode", []string{"--mode=both"}, "--mode must be node or controller"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("CSI_NODE_NAME", "")
+			o := parse(t, tc.args...)
+			err := o.validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("validate = %v, want an error about %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunControllerRefusesBadCABundle(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bundle := range []string{filepath.Join(dir, "missing.pem"), notPEM} {
+		o := parse(t, "--mode=controller", "--endpoint=unix://"+filepath.Join(dir, "csi.sock"), "--s3-ca-bundle="+bundle)
+		if err := runController(context.Background(), o, nil); err == nil {
+			t.Errorf("runController with CA bundle %s started", bundle)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "csi.sock")); err == nil {
+		t.Error("the socket was created although start-up failed")
+	}
+}

@@ -1,0 +1,370 @@
+package mixed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
+)
+
+// TestMixedCluster: a bare-metal node labelled systemd (no Mountpoint Pods possible, no access to
+// the Mountpoint namespace) and a pod-mode node mount the same bucket and see each other's data.
+func TestMixedCluster(t *testing.T) {
+	c := newCluster(t)
+	c.s3.CreateBucket(t, "shared")
+	pv := c.volume("shared", "shared")
+	metal := c.node("metal", nodeOpts{label: "systemd", noPodAccess: true, noKubelet: true})
+	podNode := c.node("pod", nodeOpts{})
+	metal.waitEffective(mounter.ModeSystemd)
+	podNode.waitEffective(mounter.ModePod)
+
+	wm, wp := metal.workload("on-metal", pv), podNode.workload("on-pod", pv)
+	tm, tp := metal.publish(wm, pv), podNode.publish(wp, pv)
+	if m := metal.modeOf(tm); m != mounter.ModeSystemd || metal.unitOf(tm) == "" {
+		t.Fatalf("metal node mounted in %q mode (unit %q), want systemd", m, metal.unitOf(tm))
+	}
+	if m := podNode.modeOf(tp); m != mounter.ModePod {
+		t.Fatalf("pod node mounted in %q mode, want pod", m)
+	}
+	must(t, os.WriteFile(filepath.Join(tm, "from-metal.txt"), []byte("metal"), 0o644))
+	must(t, os.WriteFile(filepath.Join(tp, "from-pod.txt"), []byte("pod"), 0o644))
+	eventually(t, 10*time.Second, func() string {
+		a, errA := os.ReadFile(filepath.Join(tp, "from-metal.txt"))
+		b, errB := os.ReadFile(filepath.Join(tm, "from-pod.txt"))
+		if string(a) != "metal" || string(b) != "pod" {
+			return fmt.Sprintf("cross reads: %q %v / %q %v", a, errA, b, errB)
+		}
+		return ""
+	})
+	if p := metal.mountpointPods(); len(p) != 0 {
+		t.Errorf("%d Mountpoint Pods for the systemd node", len(p))
+	}
+	if a := metal.attachments(); len(a) != 0 {
+		t.Errorf("attachments for the systemd node: %v", a)
+	}
+	if !strings.Contains(metal.drv.Log(), "Pod mode is unavailable") {
+		t.Error("the bare-metal node did not report pod mode unavailable (it has no access to the Mountpoint namespace)")
+	}
+	metal.unpublish(tm)
+	podNode.unpublish(tp)
+	if metal.unitOf(tm) != "" || len(harness.MountsBelow(tm)) != 0 || len(harness.MountsBelow(tp)) != 0 {
+		t.Error("mounts or units left after unpublish")
+	}
+}
+
+// TestMigrationSystemdToPod: workload A mounted in systemd mode keeps working across the relabel
+// (its republish refreshes credentials through systemd), new workload B mounts through a
+// Mountpoint Pod, A's unpublish stops its unit and leaves B intact.
+func TestMigrationSystemdToPod(t *testing.T) {
+	c := newCluster(t)
+	c.s3.CreateBucket(t, "migrate")
+	pv := c.volume("migrate", "migrate")
+	n := c.node("n", nodeOpts{label: "systemd"})
+	n.waitEffective(mounter.ModeSystemd)
+
+	a := n.workload("a", pv)
+	ta := n.publish(a, pv)
+	setPhase(t, a, corev1.PodRunning)
+	unit := n.unitOf(ta)
+	pidBefore := mainPID(t, n, unit)
+	if unit == "" || n.modeOf(ta) != mounter.ModeSystemd {
+		t.Fatalf("A not mounted in systemd mode")
+	}
+
+	n.relabel("pod", mounter.ModePod)
+
+	// A keeps reading and writing; its republish goes to systemd (new credentials are written in
+	// the systemd state directory, the unit's mount-s3 keeps running).
+	must(t, os.WriteFile(filepath.Join(ta, "a-after-relabel"), []byte("a"), 0o644))
+	req := n.publishReq(a, pv, "")
+	req.VolumeContext["authenticationSource"] = "secret"
+	req.Secrets = map[string]string{"access_key_id": "ROTATEDKEY", "secret_access_key": "rotatedsecret"}
+	if _, err := n.drv.Node.NodePublishVolume(context.Background(), req); err != nil {
+		t.Fatalf("republish of A after the relabel: %v", err)
+	}
+	creds, _ := filepathGlobOne(filepath.Join(n.kubelet, "plugins", "s3.csi.scality.com", "systemd", "*", "credentials"))
+	if b, _ := os.ReadFile(creds); !strings.Contains(string(b), "ROTATEDKEY") {
+		t.Errorf("A's credentials were not refreshed through the systemd path")
+	}
+	if mainPID(t, n, unit) != pidBefore {
+		t.Error("A's mount-s3 was restarted by the republish")
+	}
+	if p := n.mountpointPods(); len(p) != 0 {
+		t.Errorf("a Mountpoint Pod was created for the already-mounted A")
+	}
+
+	b := n.workload("b", pv)
+	tb := n.publish(b, pv)
+	if n.modeOf(tb) != mounter.ModePod || len(n.mountpointPods()) != 1 {
+		t.Fatalf("B mounted in %q mode with %d Mountpoint Pods, want pod and 1", n.modeOf(tb), len(n.mountpointPods()))
+	}
+	if !slices.Contains(attachedUIDs(n.attachments()), string(b.UID)) || slices.Contains(attachedUIDs(n.attachments()), string(a.UID)) {
+		t.Errorf("attachments record %v; want B only", attachedUIDs(n.attachments()))
+	}
+	must(t, os.WriteFile(filepath.Join(tb, "b.txt"), []byte("b"), 0o644))
+
+	n.unpublish(ta)
+	if n.unitOf(ta) != "" {
+		t.Error("A's unit still runs after its unpublish")
+	}
+	if got, err := os.ReadFile(filepath.Join(tb, "a-after-relabel")); err != nil || string(got) != "a" {
+		t.Errorf("B lost data or broke after A's unpublish: %q %v", got, err)
+	}
+	for _, key := range []string{"a-after-relabel", "b.txt"} {
+		if !c.s3.ObjectExists(t, "migrate", key) {
+			t.Errorf("object %s lost", key)
+		}
+	}
+	n.unpublish(tb)
+	deletePod(t, a)
+	deletePod(t, b)
+	n.waitRetired()
+}
+
+// TestRollbackPodToSystemd: the mirror of the migration, including the retirement of the pod
+// mount after the node is already in systemd mode.
+func TestRollbackPodToSystemd(t *testing.T) {
+	c := newCluster(t)
+	c.s3.CreateBucket(t, "rollback")
+	pv := c.volume("rollback", "rollback")
+	n := c.node("n", nodeOpts{label: "pod"})
+	n.waitEffective(mounter.ModePod)
+
+	p := n.workload("p", pv)
+	tp := n.publish(p, pv)
+	setPhase(t, p, corev1.PodRunning)
+	if n.modeOf(tp) != mounter.ModePod {
+		t.Fatal("P not mounted in pod mode")
+	}
+	n.relabel("systemd", mounter.ModeSystemd)
+	if _, err := n.drv.Node.NodePublishVolume(context.Background(), n.publishReq(p, pv, "")); err != nil {
+		t.Fatalf("republish of P after the rollback: %v", err)
+	}
+	if n.modeOf(tp) != mounter.ModePod || n.unitOf(tp) != "" {
+		t.Fatal("P's republish changed its mode")
+	}
+	s := n.workload("s", pv)
+	ts := n.publish(s, pv)
+	if n.modeOf(ts) != mounter.ModeSystemd || n.unitOf(ts) == "" {
+		t.Fatalf("S mounted in %q mode, want systemd", n.modeOf(ts))
+	}
+	if len(n.mountpointPods()) != 1 {
+		t.Errorf("%d Mountpoint Pods, want only P's", len(n.mountpointPods()))
+	}
+	must(t, os.WriteFile(filepath.Join(tp, "from-p"), []byte("p"), 0o644))
+	eventually(t, 10*time.Second, func() string {
+		if b, err := os.ReadFile(filepath.Join(ts, "from-p")); err != nil || string(b) != "p" {
+			return fmt.Sprintf("S does not see P's write: %v", err)
+		}
+		return ""
+	})
+	// P leaves: the controller still maintains its attachment on the (now systemd) node, the
+	// node still retires the pod mount.
+	n.unpublish(tp)
+	deletePod(t, p)
+	n.waitRetired()
+	must(t, os.WriteFile(filepath.Join(ts, "after-retire"), []byte("s"), 0o644))
+	n.unpublish(ts)
+	if !c.s3.ObjectExists(t, "rollback", "from-p") || !c.s3.ObjectExists(t, "rollback", "after-retire") {
+		t.Error("objects lost")
+	}
+}
+
+// TestRestartMidMigration: a node plugin restarted while it holds both kinds of mounts still
+// recognises and cleans up each.
+func TestRestartMidMigration(t *testing.T) {
+	c := newCluster(t)
+	c.s3.CreateBucket(t, "restart")
+	pv := c.volume("restart", "restart")
+	n := c.node("n", nodeOpts{label: "systemd"})
+	n.waitEffective(mounter.ModeSystemd)
+	a := n.workload("a", pv)
+	ta := n.publish(a, pv)
+	setPhase(t, a, corev1.PodRunning)
+	n.relabel("pod", mounter.ModePod)
+	b := n.workload("b", pv)
+	tb := n.publish(b, pv)
+	setPhase(t, b, corev1.PodRunning)
+
+	n.drv.Kill()
+	n.drv.Restart()
+	n.waitEffective(mounter.ModePod)
+	if n.modeOf(ta) != mounter.ModeSystemd || n.modeOf(tb) != mounter.ModePod {
+		t.Fatalf("after the restart: A is %q, B is %q", n.modeOf(ta), n.modeOf(tb))
+	}
+	n.unpublish(ta)
+	n.unpublish(tb)
+	if n.unitOf(ta) != "" || len(harness.MountsBelow(ta))+len(harness.MountsBelow(tb)) != 0 {
+		t.Fatal("mounts or units left")
+	}
+	deletePod(t, a)
+	deletePod(t, b)
+	n.waitRetired()
+}
+
+// TestInvalidLabelAndFlipsDuringBurst: an invalid label is reported on the Node and the default
+// applies; flipping the label during a burst of publishes loses no mount, each target lands in
+// exactly one mode (kubelet retries a publish that timed out), and nothing is orphaned.
+func TestInvalidLabelAndFlipsDuringBurst(t *testing.T) {
+	c := newCluster(t)
+	c.s3.CreateBucket(t, "flips")
+	n := c.node("n", nodeOpts{label: "Bogus"})
+	n.waitEffective(mounter.ModePod) // the cluster default
+	eventually(t, 10*time.Second, func() string {
+		var events corev1.EventList
+		must(t, kube.Client.List(context.Background(), &events))
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == n.name && e.Reason == nodemode.ReasonInvalidLabel && strings.Contains(e.Message, "Bogus") {
+				return ""
+			}
+		}
+		return "no invalid-label event on the Node"
+	})
+
+	const count = 12
+	var pvs []*corev1.PersistentVolume
+	var pods []*corev1.Pod
+	for i := 0; i < count; i++ {
+		pv := c.volume(fmt.Sprintf("v%d", i), "flips")
+		pvs = append(pvs, pv)
+		pods = append(pods, n.workload(fmt.Sprintf("w%d", i), pv))
+	}
+	stop := make(chan struct{})
+	flipped := make(chan struct{})
+	go func() {
+		defer close(flipped)
+		labels := []string{"systemd", "pod", "nonsense", "systemd", "pod"}
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(70 * time.Millisecond):
+			}
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, mounter.LabelMounter, labels[i%len(labels)])
+			if err := patchNode(n.name, patch); err != nil {
+				t.Errorf("relabel: %v", err)
+			}
+		}
+	}()
+	targets := make([]string, count)
+	var wg sync.WaitGroup
+	for i := 0; i < count; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 60 * time.Millisecond) // spread over the flips
+			req := n.publishReq(pods[i], pvs[i], "")
+			targets[i] = req.TargetPath
+			for attempt := 0; attempt < 10; attempt++ { // kubelet retries failed publishes
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := n.drv.Node.NodePublishVolume(ctx, req)
+				cancel()
+				if err == nil {
+					return
+				}
+			}
+			t.Errorf("publish %d never succeeded", i)
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-flipped
+	modes := map[mounter.Mode]int{}
+	for i, tg := range targets {
+		m := n.modeOf(tg)
+		switch {
+		case m == "":
+			t.Errorf("target %d lost its mount", i)
+		case m == mounter.ModeSystemd && n.unitOf(tg) == "":
+			t.Errorf("target %d is a systemd mount without a unit", i)
+		}
+		must(t, os.WriteFile(filepath.Join(tg, "w"+strconv.Itoa(i)), []byte("x"), 0o644))
+		modes[m]++
+	}
+	t.Logf("publishes by mode after the flips: %v", modes)
+	if modes[mounter.ModeSystemd] == 0 || modes[mounter.ModePod] == 0 {
+		t.Errorf("the flips did not spread the publishes over both modes (%v): the test proves nothing", modes)
+	}
+	for i, tg := range targets {
+		n.unpublish(tg)
+		deletePod(t, pods[i])
+	}
+	n.waitRetired()
+	if units := n.sd.Units("mount-s3-*"); len(units) != 0 {
+		t.Errorf("orphan units: %v", units)
+	}
+	if keys := c.s3.ListKeys(t, "flips"); len(keys) != count {
+		t.Errorf("bucket holds %d objects, want %d", len(keys), count)
+	}
+}
+
+// TestNodeMetrics: the node plugin's metrics report live mounts by the mode that made them and
+// the mode new mounts use, so an operator can watch a migration finish.
+func TestNodeMetrics(t *testing.T) {
+	c := newCluster(t)
+	c.s3.CreateBucket(t, "metrics")
+	pv := c.volume("metrics", "metrics")
+	n := c.node("n", nodeOpts{label: "systemd", metrics: true})
+	n.waitEffective(mounter.ModeSystemd)
+	a := n.workload("a", pv)
+	ta := n.publish(a, pv)
+	setPhase(t, a, corev1.PodRunning)
+	n.relabel("pod", mounter.ModePod)
+	b := n.workload("b", pv)
+	tb := n.publish(b, pv)
+	want := []string{`s3csi_node_mounts{mode="systemd"} 1`, `s3csi_node_mounts{mode="pod"} 1`, `s3csi_node_mount_mode{mode="pod"} 1`, `s3csi_node_mount_mode{mode="systemd"} 0`}
+	eventually(t, 10*time.Second, func() string {
+		resp, err := http.Get(n.metricsURL)
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				return fmt.Sprintf("metrics lack %s:\n%s", w, body)
+			}
+		}
+		return ""
+	})
+	n.unpublish(ta)
+	n.unpublish(tb)
+}
+
+func mainPID(t *testing.T, n *node, unit string) string {
+	t.Helper()
+	out, err := n.sd.Systemctl("show", "--property=MainPID", "--value", unit)
+	if err != nil {
+		t.Fatalf("systemctl show: %v %s", err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+func filepathGlobOne(pattern string) (string, error) {
+	m, err := filepath.Glob(pattern)
+	if err != nil || len(m) != 1 {
+		return "", fmt.Errorf("%s: %d matches", pattern, len(m))
+	}
+	return m[0], nil
+}
+
+func patchNode(name, patch string) error {
+	return kube.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
