@@ -34,6 +34,9 @@ type Request struct {
 	Env []string
 	// Credentials are nil for anonymous mounts (--no-sign-request).
 	Credentials *credentials.Credentials
+	// CABundle is a PEM bundle mount-s3 must trust for the endpoint (nil: the system's CAs).
+	// Implementations write it next to the credentials and point AWS_CA_BUNDLE at it.
+	CABundle []byte
 	// ReadOnly is true for read-only publishes; Args then already contain --read-only.
 	ReadOnly bool
 	// VolumeReadOnly is true when the volume itself is read-only for every workload (access
@@ -43,6 +46,9 @@ type Request struct {
 	// FSGroup is the workload's fsGroup ("" when none); Args already carry its effects.
 	FSGroup string
 }
+
+// CABundleFile is the name implementations give the CA bundle file.
+const CABundleFile = "ca-bundle.pem"
 
 // Mounter mounts and unmounts S3 volumes at target paths.
 type Mounter interface {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -71,7 +72,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.s3Region, "s3-region", envOr("AWS_REGION", "us-east-1"), "S3 region given to mount-s3 (default $AWS_REGION, else us-east-1)")
 	fs.Int64Var(&o.maxVolumesPerNode, "max-volumes-per-node", 0, "volume limit reported by NodeGetInfo; 0 means no limit")
 	fs.DurationVar(&o.mountTimeout, "mount-timeout", 60*time.Second, "how long mount-s3 may take to mount before the publish fails")
-	fs.StringVar(&o.s3CABundle, "s3-ca-bundle", "", "controller mode: PEM file of CA certificates trusted for --s3-endpoint-url, in addition to the system ones")
+	fs.StringVar(&o.s3CABundle, "s3-ca-bundle", "", "PEM file of CA certificates trusted for --s3-endpoint-url: by the controller's S3 client in addition to the system ones; by mount-s3 in both mount modes (AWS_CA_BUNDLE)")
 	fs.DurationVar(&o.emptyBucketBudget, "empty-bucket-budget", 30*time.Second, "controller mode: longest time one DeleteVolume spends emptying a bucket (bucketDeletionPolicy deleteWithObjects) before it returns Aborted and the provisioner retries; the call's own deadline shortens it")
 	fs.StringVar(&o.defaultMounter, "default-mounter", "systemd", "node mode: the cluster default mount mode, systemd or pod; the Node's s3.csi.scality.com/mounter label overrides it")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "node mode: kubeconfig for the Kubernetes API (default: the in-cluster service account when in a pod, else none: systemd mode only)")
@@ -90,9 +91,6 @@ func (o *options) validate() error {
 			errs = append(errs, errors.New("--node-id (or $CSI_NODE_NAME) is required in node mode"))
 		}
 	case "controller":
-		if o.s3CABundle != "" && !filepath.IsAbs(o.s3CABundle) {
-			errs = append(errs, fmt.Errorf("--s3-ca-bundle must be an absolute path, not %q", o.s3CABundle))
-		}
 		if o.emptyBucketBudget <= 0 {
 			errs = append(errs, errors.New("--empty-bucket-budget must be positive"))
 		}
@@ -125,8 +123,8 @@ func (o *options) validate() error {
 	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 {
 		errs = append(errs, errors.New("--pod-sweep-interval and --api-timeout must be positive"))
 	}
-	if o.mode == "node" && o.s3CABundle != "" {
-		errs = append(errs, errors.New("--s3-ca-bundle is used in controller mode only"))
+	if o.s3CABundle != "" && !filepath.IsAbs(o.s3CABundle) {
+		errs = append(errs, fmt.Errorf("--s3-ca-bundle must be an absolute path, not %q", o.s3CABundle))
 	}
 	return errors.Join(errs...)
 }
@@ -184,6 +182,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defaultMode, _ := mounter.ParseMode(o.defaultMounter) // validated
+	var caBundle []byte
+	if o.s3CABundle != "" {
+		if caBundle, err = readCABundle(o.s3CABundle); err != nil {
+			return err
+		}
+	}
 	return nodeplugin.Run(ctx, nodeplugin.Config{
 		Endpoint:            o.endpoint,
 		NodeID:              o.nodeID,
@@ -192,6 +196,7 @@ func run(ctx context.Context, o options) error {
 		S3EndpointURL:       o.s3EndpointURL,
 		S3Region:            o.s3Region,
 		DriverCredentials:   creds,
+		CABundle:            caBundle,
 		DefaultMode:         defaultMode,
 		SystemdSocket:       o.systemdSocket,
 		MountS3Path:         o.mountS3Path,
@@ -203,6 +208,18 @@ func run(ctx context.Context, o options) error {
 		APITimeout:          o.apiTimeout,
 		MetricsAddress:      o.metricsAddress,
 	})
+}
+
+// readCABundle reads a PEM bundle and checks it holds at least one certificate.
+func readCABundle(path string) ([]byte, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--s3-ca-bundle: %w", err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--s3-ca-bundle: %s holds no PEM certificate", path)
+	}
+	return pem, nil
 }
 
 // kubeConfig returns the Kubernetes connection of a node plugin: --kubeconfig, else the

@@ -29,7 +29,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"node", []string{"--node-id=n1"}, ""},
 		{"node without id", nil, "--node-id"},
-		{"node with a CA bundle", []string{"--node-id=n1", "--s3-ca-bundle=/etc/ca.pem"}, "--s3-ca-bundle is used in controller mode only"},
+		{"node with a CA bundle", []string{"--node-id=n1", "--s3-ca-bundle=/etc/ca.pem"}, ""},
+		{"node with a relative CA bundle", []string{"--node-id=n1", "--s3-ca-bundle=ca.pem"}, "--s3-ca-bundle must be an absolute path"},
 		{"controller", []string{"--mode=controller"}, ""},
 		{"controller with everything", []string{"--mode=controller", "--s3-endpoint-url=https://s3.example.com", "--s3-ca-bundle=/etc/ca.pem", "--empty-bucket-budget=5s"}, ""},
 		{"controller with a relative CA bundle", []string{"--mode=controller", "--s3-ca-bundle=ca.pem"}, "--s3-ca-bundle must be an absolute path"},

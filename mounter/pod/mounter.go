@@ -92,6 +92,12 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 
 	comm := m.paths.comm(pod.UID)
 	env := append([]string(nil), req.Env...)
+	if req.CABundle != nil {
+		if err := os.WriteFile(filepath.Join(comm, mounter.CABundleFile), req.CABundle, 0o644); err != nil {
+			return fmt.Errorf("write CA bundle for Mountpoint Pod %s: %w", mp, err)
+		}
+		env = append(env, "AWS_CA_BUNDLE="+filepath.Join(podCommDir, mounter.CABundleFile))
+	}
 	if req.Credentials != nil {
 		credEnv, err := credentials.WriteProfileForGroup(filepath.Join(comm, commCredentials), filepath.Join(podCommDir, commCredentials), *req.Credentials, mountpointGID)
 		if err != nil {

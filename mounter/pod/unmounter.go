@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 )
 
@@ -124,6 +125,7 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 	if err := os.RemoveAll(filepath.Join(comm, commCredentials)); err != nil {
 		return fmt.Errorf("remove credentials: %w", err)
 	}
+	_ = os.Remove(filepath.Join(comm, mounter.CABundleFile))
 	klog.V(2).InfoS("Retired Mountpoint Pod", "mountpointPod", mp)
 	return nil
 }

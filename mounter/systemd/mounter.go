@@ -174,6 +174,13 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		return fmt.Errorf("create state directory: %w", err)
 	}
 	env := slices.Clone(req.Env)
+	if req.CABundle != nil {
+		p := filepath.Join(dir, mounter.CABundleFile)
+		if err := os.WriteFile(p, req.CABundle, 0o644); err != nil {
+			return fmt.Errorf("write CA bundle: %w", err)
+		}
+		env = append(env, "AWS_CA_BUNDLE="+p)
+	}
 	if req.Credentials != nil {
 		credEnv, err := credentials.WriteProfile(dir, dir, *req.Credentials)
 		if err != nil {

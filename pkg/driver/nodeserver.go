@@ -32,6 +32,8 @@ type NodeConfig struct {
 	// DriverCredentials are the node plugin's own credentials (authenticationSource driver);
 	// nil when it has none.
 	DriverCredentials *credentials.Credentials
+	// CABundle (PEM) is given to every mount for mount-s3 to trust (nil: system CAs).
+	CABundle []byte
 }
 
 // NodeServer implements the CSI Node service on top of a mounter.Mounter.
@@ -166,6 +168,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		Args:              built.Args,
 		Env:               append(env, built.Env...),
 		Credentials:       creds,
+		CABundle:          s.cfg.CABundle,
 		ReadOnly:          readOnly,
 		VolumeReadOnly:    mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY || slices.ContainsFunc(mnt.GetMountFlags(), isReadOnlyOption),
 		FSGroup:           mnt.GetVolumeMountGroup(),

@@ -78,6 +78,7 @@ func TestBuildRefuses(t *testing.T) {
 		{"endpoint-url", []string{"--endpoint-url=http://evil:80"}, "endpoint-url", "administrator"},
 		{"endpoint-url bare", []string{"endpoint-url http://evil"}, "endpoint-url", "administrator"},
 		{"profile", []string{"profile=other"}, "profile", "authenticationSource"},
+		{"ca bundle", []string{"--ca-bundle=/tmp/evil.pem"}, "ca-bundle", "cluster-wide"},
 		{"foreground", []string{"--foreground"}, "foreground", "not allowed"},
 		{"short f", []string{"-f"}, "-f", "not allowed"},
 		{"fstab -o", []string{"-o allow_other"}, "-o", "fstab-style"},

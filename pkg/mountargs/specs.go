@@ -41,6 +41,7 @@ var specs = map[string]spec{
 	"sse":                   {kind: valued, check: oneOf("aws:kms", "aws:kms:dsse", "AES256")},
 	"sse-kms-key-id":        {kind: valued, check: token(2048)},
 	"upload-checksums":      {kind: valued, check: oneOf("crc32c", "off")},
+	"ca-bundle":             {kind: valued, forbidden: "the trusted CA bundle is set cluster-wide (driver flag --s3-ca-bundle, Helm tls.*)"},
 	"endpoint-url":          {kind: valued, forbidden: "the S3 endpoint is set cluster-wide by the administrator (driver flag --s3-endpoint-url, Helm s3.endpointUrl)"},
 	// Credentials.
 	"no-sign-request": {kind: flag},

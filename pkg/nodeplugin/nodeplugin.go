@@ -37,6 +37,8 @@ type Config struct {
 	S3EndpointURL     string
 	S3Region          string
 	DriverCredentials *credentials.Credentials
+	// CABundle (PEM) is trusted by mount-s3 for the S3 endpoint, in both modes (nil: system CAs).
+	CABundle []byte
 	// DefaultMode is the cluster default; the Node's label overrides it.
 	DefaultMode mounter.Mode
 
@@ -105,6 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 		S3EndpointURL:     cfg.S3EndpointURL,
 		S3Region:          cfg.S3Region,
 		DriverCredentials: cfg.DriverCredentials,
+		CABundle:          cfg.CABundle,
 	}, router)
 	if err != nil {
 		return err
@@ -119,6 +122,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := serveMetrics(ctx, cfg, router); err != nil {
 			return err
 		}
+	}
+	if cfg.Kube != nil {
+		go removeStartupTaint(ctx, cfg)
 	}
 	return srv.Run(ctx)
 }
@@ -169,6 +175,17 @@ func startPodMode(ctx context.Context, cfg Config) (*pod.Mounter, error) {
 	}
 	go unmounter.Run(ctx)
 	return pm, nil
+}
+
+// removeStartupTaint lifts the node's startup taint once kubelet registered the plugin.
+func removeStartupTaint(ctx context.Context, cfg Config) {
+	cs, err := kubernetes.NewForConfig(cfg.Kube)
+	if err == nil {
+		err = nodemode.RemoveStartupTaint(ctx, cs, cfg.NodeID, 10*time.Minute)
+	}
+	if err != nil && ctx.Err() == nil {
+		klog.ErrorS(err, "Startup taint")
+	}
 }
 
 // readiness answers Probe for the node's current mode.

@@ -133,3 +133,7 @@ func mustEqualBytes(t *testing.T, what string, got, want []byte) {
 		t.Fatalf("%s: got %d bytes, want %d bytes (content differs)", what, len(got), len(want))
 	}
 }
+
+func rwUnpublish(target string) *csi.NodeUnpublishVolumeRequest {
+	return &csi.NodeUnpublishVolumeRequest{VolumeId: "vol", TargetPath: target}
+}

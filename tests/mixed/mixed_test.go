@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -367,4 +368,44 @@ func filepathGlobOne(pattern string) (string, error) {
 
 func patchNode(name, patch string) error {
 	return kube.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
+
+// TestStartupTaintRemoved: a node tainted s3.csi.scality.com/agent-not-ready loses that taint
+// (and only that one) once kubelet has registered the driver on it (CSINode), not before.
+func TestStartupTaintRemoved(t *testing.T) {
+	c := newCluster(t)
+	name := c.id + "-tainted"
+	taints := []corev1.Taint{
+		{Key: nodemode.TaintAgentNotReady, Effect: corev1.TaintEffectNoExecute},
+		{Key: "dedicated", Value: "storage", Effect: corev1.TaintEffectNoSchedule},
+	}
+	must(t, kube.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Taints: taints}}))
+	kube.BindRBAC(t, "node-rbac.yaml", "system:node:"+name)
+	harness.StartDriver(t, harness.DriverOptions{KubeletDir: harness.NewKubeletDir(t), S3: c.s3, WithCredentials: true, NodeID: name,
+		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + kube.Kubeconfig(t, "system:node:"+name), "--api-timeout=3s"}})
+	taintsOf := func() []string {
+		var n corev1.Node
+		must(t, kube.Client.Get(context.Background(), client.ObjectKey{Name: name}, &n))
+		var keys []string
+		for _, tn := range n.Spec.Taints {
+			keys = append(keys, tn.Key)
+		}
+		return keys
+	}
+	time.Sleep(2 * time.Second) // the plugin runs, but kubelet has not registered it yet
+	before := taintsOf() // the API server adds node.kubernetes.io/not-ready itself
+	if !slices.Contains(before, nodemode.TaintAgentNotReady) {
+		t.Fatal("taint removed before kubelet registered the driver")
+	}
+	// kubelet registers the plugin.
+	must(t, kube.Client.Create(context.Background(), &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: "s3.csi.scality.com", NodeID: name}}}}))
+	eventually(t, 30*time.Second, func() string {
+		got := taintsOf()
+		want := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return k == nodemode.TaintAgentNotReady })
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("taints = %v, want %v (every other taint kept)", got, want)
+		}
+		return ""
+	})
 }

@@ -254,3 +254,18 @@ func TestPublishNeedsWorkloadIdentity(t *testing.T) {
 		t.Fatalf("err = %v, want InvalidArgument about the missing pod UID", err)
 	}
 }
+
+// TestCustomCABundle: the Mountpoint Pod's mount-s3 trusts the private CA of an HTTPS endpoint
+// through the bundle the node plugin writes into the pod's comm directory.
+func TestCustomCABundle(t *testing.T) {
+	n := newNodeWith(t, harness.S3Options{TLS: true})
+	n.s3.CreateBucket(t, "pod-tls")
+	pv := n.volume("tls", "pod-tls", corev1.ReadWriteMany)
+	w := n.workload("w", pv, nil)
+	target := n.publish(w, pv, false)
+	must(t, os.WriteFile(filepath.Join(target, "over-tls"), []byte("tls"), 0o644))
+	if got := n.s3.GetObject(t, "pod-tls", "over-tls"); string(got) != "tls" {
+		t.Fatalf("object = %q", got)
+	}
+	n.unpublish(target)
+}

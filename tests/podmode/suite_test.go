@@ -56,9 +56,19 @@ type node struct {
 // are extra node plugin flags.
 func newNode(t *testing.T, driverArgs ...string) *node {
 	t.Helper()
+	return newNodeWith(t, harness.S3Options{}, driverArgs...)
+}
+
+// newNodeWith also chooses the S3 server's options (TLS, ...); a TLS server's CA bundle is given
+// to the node plugin.
+func newNodeWith(t *testing.T, so harness.S3Options, driverArgs ...string) *node {
+	t.Helper()
 	harness.RequireRoot(t)
 	id := fmt.Sprintf("p%d", seq.Add(1))
-	n := &node{t: t, name: id + "-node", ns: "ns-" + id, s3: harness.StartS3(t), kubelet: harness.NewKubeletDir(t)}
+	n := &node{t: t, name: id + "-node", ns: "ns-" + id, s3: harness.StartS3With(t, so), kubelet: harness.NewKubeletDir(t)}
+	if so.TLS {
+		driverArgs = append(driverArgs, "--s3-ca-bundle="+n.s3.CABundle)
+	}
 	kube.EnsureNamespace(t, n.ns)
 	n.ctrl = harness.StartController(t, kube, harness.ControllerOptions{ExtraArgs: []string{"--batch-window=100ms"}})
 	harness.CleanupMounts(t, n.kubelet)
