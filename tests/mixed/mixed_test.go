@@ -393,7 +393,7 @@ func TestStartupTaintRemoved(t *testing.T) {
 		return keys
 	}
 	time.Sleep(2 * time.Second) // the plugin runs, but kubelet has not registered it yet
-	before := taintsOf() // the API server adds node.kubernetes.io/not-ready itself
+	before := taintsOf()        // the API server adds node.kubernetes.io/not-ready itself
 	if !slices.Contains(before, nodemode.TaintAgentNotReady) {
 		t.Fatal("taint removed before kubelet registered the driver")
 	}
