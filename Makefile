@@ -10,6 +10,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 include tools.mk
+include charts.mk
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/s3csi/s3-csi-driver/pkg/version.Version=$(VERSION)
@@ -21,7 +22,7 @@ COMMANDS := scality-s3-csi-driver install-mp scality-csi-controller scality-csi-
 BINARIES := $(addprefix $(BIN)/,$(COMMANDS)) $(BIN)/mount-s3
 
 # Tools the test suites need (see tools.mk).
-TEST_TOOLS := $(VERSITYGW) envtest-assets apt-deps
+TEST_TOOLS := $(VERSITYGW) $(HELM) envtest-assets apt-deps
 
 # Fuzz targets run briefly by `make test` (package:target).
 FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse ./pkg/mountoptions:FuzzParse \
@@ -40,10 +41,6 @@ build: ## Build every binary into bin/.
 	@for c in $(COMMANDS); do $(GO_BUILD) -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 	@$(GO_BUILD) -o $(BIN)/mount-s3 ./tests/mounts3
 
-.PHONY: image
-image: ## Build the container image (needs a Docker engine and base images).
-	docker build --build-arg VERSION=$(VERSION) -t scality-s3-csi-driver:$(VERSION) .
-
 ##@ Generate
 
 CRD_DIR := crd
@@ -57,6 +54,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, the CRD YAML and the co
 		mkdir -p $(CHART_DIR)/files && mv $$tmp/role.yaml $(CHART_DIR)/files/controller-rbac.yaml && rm -rf $$tmp
 	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-s3-csi-node paths=./mounter/pod/... paths=./pkg/nodemode/... output:rbac:dir=$$tmp && \
 		mv $$tmp/role.yaml $(CHART_DIR)/files/node-rbac.yaml && rm -rf $$tmp
+	@$(MAKE) --no-print-directory chart-crd
 
 ##@ Quality
 
@@ -69,7 +67,7 @@ vet: ## go vet.
 	$(GO) vet ./...
 
 .PHONY: verify
-verify: generate ## Fail on unformatted code, go.mod drift, vet findings or generated-file drift.
+verify: generate verify-chart ## Fail on unformatted code, go.mod drift, vet findings or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(GO) vet ./...

@@ -194,13 +194,15 @@ func TestCreateVolumeRefusals(t *testing.T) {
 
 func TestCreateVolumeBusy(t *testing.T) {
 	cs, fake, _ := newTestController(t, ctrlCreds)
-	entered, unblock := make(chan struct{}), make(chan struct{})
+	// Only the first CreateBucket blocks; entered is buffered so the signal
+	// cannot be lost when that call runs before the test waits for it.
+	entered, unblock := make(chan struct{}, 1), make(chan struct{})
+	var first sync.Once
 	fake.create = func(context.Context) {
-		select {
-		case entered <- struct{}{}:
+		first.Do(func() {
+			entered <- struct{}{}
 			<-unblock
-		default:
-		}
+		})
 	}
 	req := &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: rwx}
 	done := make(chan error)

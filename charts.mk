@@ -1,0 +1,49 @@
+# charts.mk — the Helm chart, its tests and the container image. Included by the Makefile
+# (`include charts.mk`, after tools.mk: it uses $(GO), $(HELM), $(ENVTEST_ASSETS)).
+#
+#   make chart-crd      copy crd/*.yaml into the chart (files/crds/), where templates/crd.yaml reads it
+#   make verify-chart   fail when the chart's CRD copy differs from crd/ (no git needed)
+#   make helm-lint      helm lint --strict, with the defaults and with each tests/helm values file
+#   make test-helm      the chart suite (tests/helm): lint, golden renderings, server-side dry-run
+#                       against kube-apiserver, RBAC reviews, schema, flag drift, Dockerfile
+#   make helm-golden    rewrite tests/helm's golden files and the Helm values section of
+#                       docs/configuration.md after a deliberate chart change (review the diff)
+#   make image          docker build of the driver image (needs a Docker engine with BuildKit and
+#                       network access to the base images and mount-s3's release; not runnable
+#                       on the development VM)
+
+CHARTS_MK_DIR := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+CHART := $(CHARTS_MK_DIR)/charts/scality-s3-csi-driver
+CHART_CRD_SRC := $(wildcard $(CHARTS_MK_DIR)/crd/*.yaml)
+CHART_VALUES_FILES := $(wildcard $(CHARTS_MK_DIR)/tests/helm/testdata/values-*.yaml)
+
+IMAGE_REPO ?= ghcr.io/scality/s3-csi-driver
+IMAGE_TAG ?= $(or $(VERSION),dev)
+DOCKER ?= docker
+
+.PHONY: chart-crd verify-chart helm-lint test-helm helm-golden image
+
+chart-crd: ## Copy the CRD of crd/ into the Helm chart.
+	@mkdir -p $(CHART)/files/crds
+	@rm -f $(filter-out $(addprefix $(CHART)/files/crds/,$(notdir $(CHART_CRD_SRC))),$(wildcard $(CHART)/files/crds/*.yaml))
+	@cp $(CHART_CRD_SRC) $(CHART)/files/crds/
+
+verify-chart: ## Fail when the chart's CRD copy differs from crd/ (run make chart-crd).
+	@fail=0; \
+	for f in $(CHART_CRD_SRC); do cmp -s $$f $(CHART)/files/crds/$${f##*/} || { echo "chart CRD $${f##*/} differs from crd/"; fail=1; }; done; \
+	for f in $(wildcard $(CHART)/files/crds/*.yaml); do [ -e $(CHARTS_MK_DIR)/crd/$${f##*/} ] || { echo "chart CRD $${f##*/} is not in crd/"; fail=1; }; done; \
+	[ $$fail = 0 ] || { echo "run make chart-crd"; exit 1; }
+
+helm-lint: $(HELM) ## Lint the Helm chart (defaults and every tests/helm values file).
+	$(HELM) lint --strict $(CHART)
+	@for f in $(CHART_VALUES_FILES); do echo "helm lint --values $${f#$(CHARTS_MK_DIR)/}"; \
+		$(HELM) lint --strict --quiet $(CHART) --values $$f || exit 1; done
+
+test-helm: build $(HELM) envtest-assets ## Chart suite: lint, goldens, dry-run on kube-apiserver, RBAC, schema, flags, Dockerfile.
+	$(GO) test -race -count=1 -timeout 5m ./tests/helm/...
+
+helm-golden: build $(HELM) ## Rewrite the chart's golden files and the Helm values doc (review the diff).
+	$(GO) test -count=1 ./tests/helm/ -run 'TestGolden|TestValuesDoc' -update
+
+image: ## Build the driver image (Docker with BuildKit; IMAGE_REPO, IMAGE_TAG).
+	DOCKER_BUILDKIT=1 $(DOCKER) build --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE_REPO):$(IMAGE_TAG) $(CHARTS_MK_DIR)

@@ -1,0 +1,159 @@
+{{/*
+Helpers of the scality-s3-csi-driver chart.
+
+Mode selection: mounter.modesInUse (default [mounter.defaultMode]) lists every mode some node
+may use. "s3csi.systemd" and "s3csi.pod" are "true" (or empty) and decide what is rendered:
+  systemd: the install-mp init container, the install dir and /run/systemd host mounts.
+  pod:     the Mountpoint Pod namespace, priority class and RBAC, the Pod Reconciler container,
+           a privileged node plugin whose kubelet mount has Bidirectional propagation.
+*/}}
+
+{{/* The driver name: CSIDriver, plugin directory, labels and taints derive from it. */}}
+{{- define "s3csi.driverName" -}}s3.csi.scality.com{{- end -}}
+
+{{/* The modes in use as a JSON list, after checking them against the default mode. */}}
+{{- define "s3csi.modes" -}}
+{{- $default := .Values.mounter.defaultMode -}}
+{{- $modes := .Values.mounter.modesInUse | default (list $default) -}}
+{{- if not (has $default $modes) -}}
+{{- fail (printf "mounter.defaultMode %q must be one of mounter.modesInUse %v: the default mode is used by every node without a label" $default $modes) -}}
+{{- end -}}
+{{- toJson $modes -}}
+{{- end -}}
+
+{{- define "s3csi.systemd" -}}
+{{- if has "systemd" (include "s3csi.modes" . | fromJsonArray) }}true{{ end -}}
+{{- end -}}
+
+{{- define "s3csi.pod" -}}
+{{- if has "pod" (include "s3csi.modes" . | fromJsonArray) }}true{{ end -}}
+{{- end -}}
+
+{{/* Common labels of every object. */}}
+{{- define "s3csi.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The driver image reference. */}}
+{{- define "s3csi.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* A sidecar image reference, from a sidecars.<name>.image value. */}}
+{{- define "s3csi.sidecarImage" -}}
+{{- printf "%s:%s" .repository .tag -}}
+{{- end -}}
+
+{{/* The CA bundle ConfigMap's name, or nothing when no CA is configured. */}}
+{{- define "s3csi.caConfigMap" -}}
+{{- if and .Values.tls.caBundle .Values.tls.existingConfigMap -}}
+{{- fail "tls.caBundle and tls.existingConfigMap are exclusive: set the PEM bundle or name a ConfigMap holding it, not both" -}}
+{{- end -}}
+{{- if .Values.tls.caBundle -}}s3-csi-ca-bundle{{- else -}}{{ .Values.tls.existingConfigMap }}{{- end -}}
+{{- end -}}
+
+{{/* Where the CA bundle is mounted in the node plugin and the CSI controller. */}}
+{{- define "s3csi.caDir" -}}/etc/s3-csi/ca{{- end -}}
+
+{{/* The CA bundle volume (pod spec volumes entry), when a CA is configured. */}}
+{{- define "s3csi.caVolume" -}}
+{{- with include "s3csi.caConfigMap" . }}
+- name: ca-bundle
+  configMap:
+    name: {{ . }}
+    items:
+      - key: {{ $.Values.tls.configMapKey }}
+        path: ca-bundle.crt
+{{- end }}
+{{- end -}}
+
+{{/* The S3 flags shared by the node plugin and the CSI controller. */}}
+{{- define "s3csi.s3Args" -}}
+{{- with .Values.s3.endpointUrl }}
+- --s3-endpoint-url={{ . }}
+{{- end }}
+- --s3-region={{ .Values.s3.region }}
+{{- if include "s3csi.caConfigMap" . }}
+- --s3-ca-bundle={{ include "s3csi.caDir" . }}/ca-bundle.crt
+{{- end }}
+{{- end -}}
+
+{{/*
+The driver-level credential variables; "optional" is true on the node plugin (a node can serve
+secret-authenticated volumes without them) and false on the CSI controller.
+*/}}
+{{- define "s3csi.credentialsEnv" -}}
+{{- $c := .root.Values.s3.credentials -}}
+{{- if $c.secretName }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.secretName }}
+      key: {{ $c.accessKeyIdKey }}
+      optional: {{ .optional }}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.secretName }}
+      key: {{ $c.secretAccessKeyKey }}
+      optional: {{ .optional }}
+- name: AWS_SESSION_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.secretName }}
+      key: {{ $c.sessionTokenKey }}
+      optional: true
+{{- end }}
+{{- end -}}
+
+{{/* Pull secrets of a pod spec. */}}
+{{- define "s3csi.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The objects of a generated RBAC file (files/<name>), one YAML document each, as a list of maps.
+The files are controller-gen output (make generate): the chart never edits them, it only
+renames the namespace of their Roles.
+*/}}
+{{- define "s3csi.rbacFile" -}}
+{{- $objs := list -}}
+{{- range $doc := regexSplit "(?m)^---\\s*$" (.root.Files.Get .file) -1 -}}
+{{- $o := fromYaml $doc -}}
+{{- if $o.kind -}}{{- $objs = append $objs $o -}}{{- end -}}
+{{- end -}}
+{{- if not $objs -}}{{- fail (printf "%s holds no RBAC objects: run make generate" .file) -}}{{- end -}}
+{{- toJson $objs -}}
+{{- end -}}
+
+{{/*
+With access to a cluster (helm install/upgrade; not helm template), refuse modes that nodes use
+but mounter.modesInUse leaves out: a node labelled s3.csi.scality.com/mounter with such a mode,
+or one whose plugin reports it in the annotation s3.csi.scality.com/effective-mounter (it may
+hold live mounts of that mode, which need that mode's host access to be unmounted).
+*/}}
+{{- define "s3csi.checkNodes" -}}
+{{- $modes := include "s3csi.modes" . | fromJsonArray -}}
+{{- $known := list "systemd" "pod" -}}
+{{- $nodes := lookup "v1" "Node" "" "" -}}
+{{- range $n := ($nodes.items | default list) -}}
+{{- $name := $n.metadata.name -}}
+{{- $label := get ($n.metadata.labels | default dict) "s3.csi.scality.com/mounter" -}}
+{{- if and (has $label $known) (not (has $label $modes)) -}}
+{{- fail (printf "node %s is labelled s3.csi.scality.com/mounter=%s but mounter.modesInUse is %v: add %s to mounter.modesInUse or relabel the node" $name $label $modes $label) -}}
+{{- end -}}
+{{- $effective := get ($n.metadata.annotations | default dict) "s3.csi.scality.com/effective-mounter" -}}
+{{- if and (has $effective $known) (not (has $effective $modes)) -}}
+{{- fail (printf "node %s currently mounts in %s mode (annotation s3.csi.scality.com/effective-mounter) but mounter.modesInUse is %v: keep %s in mounter.modesInUse until the node has moved and its %s mounts are gone (docs/migration.md)" $name $effective $modes $effective $effective) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,434 @@
+package helm
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/s3csi/s3-csi-driver/tests/harness"
+)
+
+func TestLint(t *testing.T) {
+	cases := [][]string{{"lint", harness.ChartDir(), "--strict"}}
+	for _, m := range modes {
+		cases = append(cases, []string{"lint", harness.ChartDir(), "--strict", "--values", m.valuesFile()})
+	}
+	for _, args := range cases {
+		if out, err := harness.Helm(t, args...); err != nil {
+			t.Errorf("helm %v:\n%s\n%v", args, out, err)
+		}
+	}
+}
+
+// TestGolden compares the whole rendering of each mode with testdata/golden/<mode>.yaml.
+// Run `go test ./tests/helm -run TestGolden -update` after a deliberate chart change and review
+// the diff.
+func TestGolden(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			out, _ := m.render(t)
+			golden := filepath.Join("testdata", "golden", m.name+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), out); diff != "" {
+				t.Errorf("rendering of %s differs from %s (-golden +rendered); if intended, rerun with -update:\n%s", m.name, golden, diff)
+			}
+		})
+	}
+}
+
+// typed converts a rendered object into its API type.
+func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var v T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &v, true); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return &v
+}
+
+func container(t *testing.T, spec corev1.PodSpec, name string) *corev1.Container {
+	t.Helper()
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
+		}
+	}
+	return nil
+}
+
+func containerNames(spec corev1.PodSpec) (init, main []string) {
+	for _, c := range spec.InitContainers {
+		init = append(init, c.Name)
+	}
+	for _, c := range spec.Containers {
+		main = append(main, c.Name)
+	}
+	return init, main
+}
+
+// flagValue returns the value of --name=value in args, and whether it is there.
+func flagValue(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+		if a == "--"+name {
+			return "", true
+		}
+	}
+	return "", false
+}
+
+func hostPaths(spec corev1.PodSpec) map[string]string {
+	out := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			out[v.Name] = v.HostPath.Path
+		}
+	}
+	return out
+}
+
+func mountFor(c *corev1.Container, volume string) *corev1.VolumeMount {
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == volume {
+			return &c.VolumeMounts[i]
+		}
+	}
+	return nil
+}
+
+// TestModeRendering checks what each mode renders: host access, privilege, the Mountpoint Pod
+// machinery and the flags that must agree between components.
+func TestModeRendering(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			_, objs := m.render(t)
+			ds := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node"))
+			dep := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller"))
+			node, ctrl := ds.Spec.Template.Spec, dep.Spec.Template.Spec
+
+			// Containers.
+			wantInit := []string(nil)
+			if m.systemd {
+				wantInit = []string{"install-mp"}
+			}
+			wantCtrl := []string{"s3-csi-controller", "csi-provisioner"}
+			if m.pod {
+				wantCtrl = append(wantCtrl, "s3-pod-reconciler")
+			}
+			gotInit, gotNode := containerNames(node)
+			_, gotCtrl := containerNames(ctrl)
+			if diff := cmp.Diff(wantInit, gotInit); diff != "" {
+				t.Errorf("node init containers (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"s3-plugin", "node-driver-registrar", "liveness-probe"}, gotNode); diff != "" {
+				t.Errorf("node containers (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantCtrl, gotCtrl); diff != "" {
+				t.Errorf("controller containers (-want +got):\n%s", diff)
+			}
+			if ds.Labels["app"] != "s3-csi-node" || dep.Labels["app"] != "s3-csi-controller" || dep.Spec.Template.Labels["app"] != "s3-csi-controller" {
+				t.Errorf("labels app=s3-csi-node / app=s3-csi-controller missing")
+			}
+
+			// Host access of the node plugin: exactly what the modes in use need.
+			plugin := container(t, node, "s3-plugin")
+			wantHost := map[string]string{
+				"kubelet-dir":      m.kubeletPath,
+				"plugin-dir":       m.kubeletPath + "/plugins/s3.csi.scality.com/",
+				"registration-dir": m.kubeletPath + "/plugins_registry/",
+			}
+			if m.systemd {
+				wantHost["systemd-run"] = "/run/systemd"
+				wantHost["mount-s3-install-dir"] = map[string]string{"systemd": "/opt/mountpoint-s3-csi/bin/", "mixed": "/opt/s3-csi/bin/"}[m.name]
+			}
+			if diff := cmp.Diff(wantHost, hostPaths(node)); diff != "" {
+				t.Errorf("node hostPath volumes (-want +got):\n%s", diff)
+			}
+			kubeletMount := mountFor(plugin, "kubelet-dir")
+			if kubeletMount == nil || kubeletMount.MountPath != m.kubeletPath {
+				t.Fatalf("s3-plugin must see the kubelet dir at %s: %+v", m.kubeletPath, kubeletMount)
+			}
+			wantProp := corev1.MountPropagationHostToContainer
+			if m.pod {
+				wantProp = corev1.MountPropagationBidirectional
+			}
+			if got := kubeletMount.MountPropagation; got == nil || *got != wantProp {
+				t.Errorf("kubelet dir propagation = %v, want %s", got, wantProp)
+			}
+			if got := mountFor(plugin, "systemd-run"); (got != nil) != m.systemd {
+				t.Errorf("/run/systemd mounted: %v, want %v", got != nil, m.systemd)
+			}
+			sc := plugin.SecurityContext
+			privileged := sc != nil && sc.Privileged != nil && *sc.Privileged
+			if privileged != m.pod {
+				t.Errorf("s3-plugin privileged = %v, want %v (only pod mode needs it)", privileged, m.pod)
+			}
+			if !m.pod && (sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL")) {
+				t.Errorf("systemd-only s3-plugin must drop every capability and privilege escalation: %+v", sc)
+			}
+			for _, c := range append(slices.Clone(node.InitContainers), node.Containers...) {
+				if c.Name != "s3-plugin" && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+					t.Errorf("%s is privileged; only s3-plugin may be", c.Name)
+				}
+				if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+					t.Errorf("%s: root filesystem not read-only", c.Name)
+				}
+			}
+			if node.HostNetwork || node.HostPID {
+				t.Errorf("the node plugin needs neither the host network nor the host PID namespace")
+			}
+
+			// The Mountpoint Pod machinery exists only with pod mode.
+			var mpNamespaced []string
+			for _, o := range objs {
+				if o.GetNamespace() == m.mpNamespace || (o.GetKind() == "Namespace" && o.GetName() == m.mpNamespace) {
+					mpNamespaced = append(mpNamespaced, o.GetKind()+"/"+o.GetName())
+				}
+			}
+			if m.pod {
+				wantMP := []string{"Namespace/" + m.mpNamespace, "Role/scality-csi-controller", "Role/scality-s3-csi-node",
+					"RoleBinding/scality-csi-controller", "RoleBinding/scality-s3-csi-node"}
+				slices.Sort(mpNamespaced)
+				if diff := cmp.Diff(wantMP, mpNamespaced); diff != "" {
+					t.Errorf("objects in the Mountpoint namespace (-want +got):\n%s", diff)
+				}
+				ns := typed[corev1.Namespace](t, one(t, objs, "Namespace", m.mpNamespace))
+				for _, l := range []string{"enforce", "audit", "warn"} {
+					if got := ns.Labels["pod-security.kubernetes.io/"+l]; got != "restricted" {
+						t.Errorf("namespace %s: pod-security %s = %q, want restricted", m.mpNamespace, l, got)
+					}
+				}
+				if len(find(objs, "ClusterRole", "scality-csi-controller")) != 1 {
+					t.Errorf("pod mode needs the Pod Reconciler's ClusterRole")
+				}
+			} else {
+				if len(mpNamespaced) != 0 {
+					t.Errorf("without pod mode nothing may be rendered in or for %s: %v", m.mpNamespace, mpNamespaced)
+				}
+				for _, kind := range []string{"Namespace", "PriorityClass"} {
+					if got := find(objs, kind, ""); len(got) != 0 {
+						t.Errorf("without pod mode no %s is needed, rendered %d", kind, len(got))
+					}
+				}
+				for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
+					if got := find(objs, kind, "scality-csi-controller"); len(got) != 0 {
+						t.Errorf("without pod mode the Pod Reconciler's %s is not needed", kind)
+					}
+				}
+			}
+			for _, r := range find(objs, "Role", "") {
+				role := typed[rbacv1.Role](t, r)
+				for _, rule := range role.Rules {
+					if slices.Contains(rule.Resources, "pods") && role.Namespace != m.mpNamespace {
+						t.Errorf("Role %s/%s grants pods outside the Mountpoint namespace", role.Namespace, role.Name)
+					}
+				}
+			}
+
+			// Flags that must agree, and values that must reach the pods.
+			nodeMode, _ := flagValue(plugin.Args, "default-mounter")
+			if nodeMode != m.defaultMode {
+				t.Errorf("node --default-mounter = %q, want %q", nodeMode, m.defaultMode)
+			}
+			if m.pod {
+				rec := container(t, ctrl, "s3-pod-reconciler")
+				if got, _ := flagValue(rec.Args, "default-mounter"); got != nodeMode {
+					t.Errorf("--default-mounter: node %q, Pod Reconciler %q: they must agree", nodeMode, got)
+				}
+				for flag, want := range map[string]string{"mountpoint-namespace": m.mpNamespace, "mountpoint-image": plugin.Image, "mountpoint-command": "/bin/scality-csi-mounter"} {
+					if got, _ := flagValue(rec.Args, flag); got != want {
+						t.Errorf("Pod Reconciler --%s = %q, want %q", flag, got, want)
+					}
+				}
+				if got, _ := flagValue(plugin.Args, "mountpoint-namespace"); got != m.mpNamespace {
+					t.Errorf("node --mountpoint-namespace = %q, want %q", got, m.mpNamespace)
+				}
+			}
+			for _, flag := range []string{"s3-endpoint-url", "s3-region", "s3-ca-bundle"} {
+				nv, nok := flagValue(plugin.Args, flag)
+				cv, cok := flagValue(container(t, ctrl, "s3-csi-controller").Args, flag)
+				if nv != cv || nok != cok {
+					t.Errorf("--%s: node %q, CSI controller %q: they must agree", flag, nv, cv)
+				}
+			}
+			if got, _ := flagValue(plugin.Args, "kubelet-path"); got != m.kubeletPath {
+				t.Errorf("--kubelet-path = %q, want %q", got, m.kubeletPath)
+			}
+			if _, ok := flagValue(plugin.Args, "mount-s3-path"); ok != m.systemd {
+				t.Errorf("--mount-s3-path rendered: %v, want %v", ok, m.systemd)
+			}
+			if m.systemd {
+				inst := container(t, node, "install-mp")
+				dir, _ := flagValue(inst.Args, "install-dir")
+				bin, _ := flagValue(plugin.Args, "mount-s3-path")
+				if bin != strings.TrimSuffix(dir, "/")+"/mount-s3" || mountFor(inst, "mount-s3-install-dir").MountPath+"/" != dir {
+					t.Errorf("install-mp installs into %q (mounted at %q) but the plugin runs %q", dir, mountFor(inst, "mount-s3-install-dir").MountPath, bin)
+				}
+			}
+			registrar := container(t, node, "node-driver-registrar")
+			if got, _ := flagValue(registrar.Args, "kubelet-registration-path"); got != m.kubeletPath+"/plugins/s3.csi.scality.com/csi.sock" {
+				t.Errorf("registration path %q does not match the plugin dir", got)
+			}
+			env := map[string]corev1.EnvVar{}
+			for _, e := range plugin.Env {
+				env[e.Name] = e
+			}
+			if e := env["CSI_NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+				t.Errorf("CSI_NODE_NAME must come from spec.nodeName: %+v", e)
+			}
+			if _, ok := env["AWS_ACCESS_KEY_ID"]; ok != m.hasCredential {
+				t.Errorf("driver credentials in the node env: %v, want %v", ok, m.hasCredential)
+			}
+		})
+	}
+}
+
+// TestValuesReachPods checks that images, tolerations, priority classes and other values of
+// the pod-mode file reach the objects.
+func TestValuesReachPods(t *testing.T) {
+	m := modes[1] // pod: the file that changes most defaults
+	_, objs := m.render(t)
+	ds := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node"))
+	dep := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller"))
+	node, ctrl := ds.Spec.Template.Spec, dep.Spec.Template.Spec
+
+	images := map[string]string{}
+	for _, spec := range []corev1.PodSpec{node, ctrl} {
+		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+			images[c.Name] = c.Image + " " + string(c.ImagePullPolicy)
+		}
+	}
+	driver := "registry.example.com/storage/s3-csi-driver:v0.1.0-rc1 Always"
+	wantImages := map[string]string{
+		"s3-plugin":             driver,
+		"s3-csi-controller":     driver,
+		"s3-pod-reconciler":     driver,
+		"node-driver-registrar": "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.18.0 IfNotPresent",
+		"liveness-probe":        "registry.k8s.io/sig-storage/livenessprobe:v2.20.0 IfNotPresent",
+		"csi-provisioner":       "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0 IfNotPresent",
+	}
+	if diff := cmp.Diff(wantImages, images); diff != "" {
+		t.Errorf("images (-want +got):\n%s", diff)
+	}
+	rec := container(t, ctrl, "s3-pod-reconciler")
+	for flag, want := range map[string]string{
+		"mountpoint-image":               "registry.example.com/storage/s3-csi-driver:v0.1.0-rc1",
+		"mountpoint-image-pull-policy":   "Always",
+		"mountpoint-priority-class-name": "s3-mountpoint",
+		"mountpoint-tolerations":         `[{"key":"storage","operator":"Exists"}]`,
+		"mountpoint-service-account":     "s3-mountpoint",
+		"metrics-address":                "0",
+	} {
+		if got, _ := flagValue(rec.Args, flag); got != want {
+			t.Errorf("Pod Reconciler --%s = %q, want %q", flag, got, want)
+		}
+	}
+	pc := typed[schedulingv1.PriorityClass](t, one(t, objs, "PriorityClass", "s3-mountpoint"))
+	if pc.Value != 1_000_000_000 || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != corev1.PreemptNever {
+		t.Errorf("priority class: %+v", pc)
+	}
+	wantTol := []corev1.Toleration{
+		{Key: "s3.csi.scality.com/agent-not-ready", Operator: corev1.TolerationOpExists},
+		{Key: "storage", Operator: corev1.TolerationOpEqual, Value: "s3", Effect: corev1.TaintEffectNoSchedule},
+	}
+	if diff := cmp.Diff(wantTol, node.Tolerations); diff != "" {
+		t.Errorf("node tolerations (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, ctrl.Tolerations); diff != "" {
+		t.Errorf("controller tolerations (-want +got):\n%s", diff)
+	}
+	if node.PriorityClassName != "system-node-critical" || ctrl.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("priority classes: node %q, controller %q", node.PriorityClassName, ctrl.PriorityClassName)
+	}
+	if *dep.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d, want 2", *dep.Spec.Replicas)
+	}
+	for _, spec := range []corev1.PodSpec{node, ctrl} {
+		if diff := cmp.Diff([]corev1.LocalObjectReference{{Name: "registry-example"}}, spec.ImagePullSecrets); diff != "" {
+			t.Errorf("image pull secrets (-want +got):\n%s", diff)
+		}
+	}
+	// The CA bundle from an existing ConfigMap, its key mapped to the file the flag names.
+	if len(find(objs, "ConfigMap", "")) != 0 {
+		t.Errorf("tls.existingConfigMap: the chart must not create a ConfigMap")
+	}
+	for _, spec := range []corev1.PodSpec{node, ctrl} {
+		var found bool
+		for _, v := range spec.Volumes {
+			if v.ConfigMap != nil {
+				found = v.ConfigMap.Name == "ring-ca" && len(v.ConfigMap.Items) == 1 && v.ConfigMap.Items[0].Key == "ca.pem" && v.ConfigMap.Items[0].Path == "ca-bundle.crt"
+			}
+		}
+		if !found {
+			t.Errorf("CA bundle volume missing or wrong: %+v", spec.Volumes)
+		}
+	}
+	if got, _ := flagValue(container(t, node, "s3-plugin").Args, "s3-ca-bundle"); got != "/etc/s3-csi/ca/ca-bundle.crt" {
+		t.Errorf("--s3-ca-bundle = %q", got)
+	}
+	// No driver credentials configured: no AWS variables anywhere.
+	for _, spec := range []corev1.PodSpec{node, ctrl} {
+		for _, c := range spec.Containers {
+			for _, e := range c.Env {
+				if strings.HasPrefix(e.Name, "AWS_") {
+					t.Errorf("%s has %s without s3.credentials.secretName", c.Name, e.Name)
+				}
+			}
+		}
+	}
+	// The provisioner reads Secrets only in team-a.
+	for _, cr := range find(objs, "ClusterRole", "") {
+		for _, r := range typed[rbacv1.ClusterRole](t, cr).Rules {
+			if slices.Contains(r.Resources, "secrets") {
+				t.Errorf("ClusterRole %s grants secrets although secretNamespaces is [team-a]", cr.GetName())
+			}
+		}
+	}
+	if got := find(objs, "Role", "scality-s3-csi-provisioner-secrets"); len(got) != 1 || got[0].GetNamespace() != "team-a" {
+		t.Errorf("want the provisioner's secrets Role in team-a, got %d", len(got))
+	}
+}
+
+// TestCSIDriver checks the one object that must suit both modes.
+func TestCSIDriver(t *testing.T) {
+	for _, m := range modes {
+		_, objs := m.render(t)
+		d := typed[storagev1.CSIDriver](t, one(t, objs, "CSIDriver", "s3.csi.scality.com"))
+		want := storagev1.CSIDriverSpec{
+			AttachRequired:       ptrTo(false),
+			PodInfoOnMount:       ptrTo(true),
+			RequiresRepublish:    ptrTo(true),
+			FSGroupPolicy:        ptrTo(storagev1.NoneFSGroupPolicy),
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+		}
+		if diff := cmp.Diff(want, d.Spec); diff != "" {
+			t.Errorf("%s: CSIDriver spec (-want +got):\n%s", m.name, diff)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

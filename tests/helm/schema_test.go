@@ -1,0 +1,75 @@
+package helm
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/s3csi/s3-csi-driver/tests/harness"
+)
+
+// TestSchemaRejectsBadValues renders the chart with one bad value at a time (as a values file,
+// so YAML types reach helm unchanged) and expects helm to refuse it with a message naming it.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	cases := []struct {
+		name, values string
+		want         []string // substrings of helm's error
+	}{
+		{"unknown mode", "mounter:\n  defaultMode: foo\n", []string{"/mounter/defaultMode", "'systemd', 'pod'"}},
+		{"unknown mode in use", "mounter:\n  modesInUse: [systemd, fuse]\n", []string{"/mounter/modesInUse/1"}},
+		{"mode not a string", "mounter:\n  defaultMode: 1\n", []string{"/mounter/defaultMode"}},
+		{"default mode not in use", "mounter:\n  defaultMode: pod\n  modesInUse: [systemd]\n", []string{`mounter.defaultMode "pod" must be one of mounter.modesInUse`}},
+		{"region a number", "s3:\n  region: 5\n", []string{"/s3/region", "got number, want string"}},
+		{"region empty", "s3:\n  region: \"\"\n", []string{"/s3/region"}},
+		{"endpoint without scheme", "s3:\n  endpointUrl: s3.example.com\n", []string{"/s3/endpointUrl"}},
+		{"unknown top-level key", "mountr:\n  defaultMode: pod\n", []string{"additional properties 'mountr' not allowed"}},
+		{"unknown nested key", "node:\n  kubeletDir: /var/lib/kubelet\n", []string{"/node", "additional properties 'kubeletDir' not allowed"}},
+		{"relative kubelet path", "node:\n  kubeletPath: var/lib/kubelet\n", []string{"/node/kubeletPath"}},
+		{"log level a string", "node:\n  logLevel: high\n", []string{"/node/logLevel", "want integer"}},
+		{"log level too high", "controller:\n  logLevel: 11\n", []string{"/controller/logLevel"}},
+		{"bad duration", "node:\n  mountTimeout: 60\n", []string{"/node/mountTimeout"}},
+		{"bad duration unit", "controller:\n  emptyBucketBudget: 30sec\n", []string{"/controller/emptyBucketBudget"}},
+		{"metrics not a bool", "node:\n  metrics:\n    enabled: \"yes\"\n", []string{"/node/metrics/enabled", "want boolean"}},
+		{"port out of range", "controller:\n  healthProbePort: 70000\n", []string{"/controller/healthProbePort"}},
+		{"image tag a number", "image:\n  tag: 1.2\n", []string{"/image/tag", "want string"}},
+		{"unknown pull policy", "image:\n  pullPolicy: Sometimes\n", []string{"/image/pullPolicy"}},
+		{"bad namespace name", "mountpointPod:\n  namespace: Mount_S3\n", []string{"/mountpointPod/namespace"}},
+		{"tolerations not a list", "mountpointPod:\n  tolerations: all\n", []string{"/mountpointPod/tolerations"}},
+		{"unknown toleration field", "node:\n  tolerations:\n    - keys: x\n", []string{"/node/tolerations/0", "'keys'"}},
+		{"CA bundle not PEM", "tls:\n  caBundle: not-a-certificate\n", []string{"/tls/caBundle"}},
+		{"CA bundle twice", "tls:\n  caBundle: \"-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n\"\n  existingConfigMap: ring-ca\n", []string{"tls.caBundle and tls.existingConfigMap are exclusive"}},
+		{"all secrets and a list", "controller:\n  provisioner:\n    secretNamespaces: [\"*\", team-a]\n", []string{"/controller/provisioner/secretNamespaces"}},
+		{"replicas zero", "controller:\n  replicas: 0\n", []string{"/controller/replicas"}},
+		{"bad resource quantity", "node:\n  resources:\n    limits:\n      memory: lots\n", []string{"/node/resources/limits/memory"}},
+	}
+	dir := t.TempDir()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+			if err := os.WriteFile(f, []byte(tc.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := harness.HelmTemplate(t, release, namespace, "--values", f)
+			if err == nil {
+				t.Fatalf("helm accepted:\n%s", tc.values)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not name %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaAcceptsDefaults makes sure the defaults and every testdata values file satisfy the
+// schema (helm validates values.yaml merged with the user's values).
+func TestSchemaAcceptsDefaults(t *testing.T) {
+	if _, err := harness.HelmTemplate(t, release, namespace); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if _, err := harness.HelmTemplate(t, release, namespace, "--set", "mounter.defaultMode=pod"); err != nil {
+		t.Fatalf("--set mounter.defaultMode=pod: %v", err)
+	}
+}
