@@ -48,6 +48,7 @@ type options struct {
 	mountpointNamespace string
 	podSweepInterval    time.Duration
 	apiTimeout          time.Duration
+	podMounter          bool
 	metricsAddress      string
 	emptyBucketBudget   time.Duration
 	showVersion         bool
@@ -79,6 +80,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.mountpointNamespace, "mountpoint-namespace", "mount-s3", "node mode: namespace of the Mountpoint Pods")
 	fs.DurationVar(&o.podSweepInterval, "pod-sweep-interval", 2*time.Minute, "node mode: how often shared pod-mode mounts are checked for retirement and leftovers")
 	fs.DurationVar(&o.apiTimeout, "api-timeout", 30*time.Second, "node mode: how long start-up waits for the Kubernetes informers before pod mode is declared unavailable")
+	fs.BoolVar(&o.podMounter, "pod-mounter", true, "node mode: run pod mode (attachment and Mountpoint Pod informers, the pod unmounter); false on clusters where no node uses pod mode, so the plugin needs no access to Mountpoint Pods")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
@@ -206,6 +208,7 @@ func run(ctx context.Context, o options) error {
 		MountpointNamespace: o.mountpointNamespace,
 		PodSweepInterval:    o.podSweepInterval,
 		APITimeout:          o.apiTimeout,
+		DisablePodMode:      !o.podMounter,
 		MetricsAddress:      o.metricsAddress,
 	})
 }

@@ -55,6 +55,10 @@ type Config struct {
 	PodSweepInterval    time.Duration
 	// APITimeout bounds how long start-up waits for the informers.
 	APITimeout time.Duration
+	// DisablePodMode leaves pod mode out entirely (no informers on attachments or Mountpoint
+	// Pods, no pod unmounter): for clusters where no node uses it. Publishing on a node whose
+	// mode is pod then fails with Unavailable.
+	DisablePodMode bool
 
 	// MetricsAddress serves Prometheus metrics when not empty.
 	MetricsAddress string
@@ -87,8 +91,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if w != nil {
 			mode = w.Mode
 		}
-		pm, err = startPodMode(ctx, cfg)
-		if err != nil {
+		if cfg.DisablePodMode {
+			unavailable[mounter.ModePod] = "pod mode is disabled on this node plugin (--pod-mounter=false: Helm mounter.modesInUse lacks pod)"
+		} else if pm, err = startPodMode(ctx, cfg); err != nil {
 			klog.ErrorS(err, "Pod mode is unavailable on this node; systemd mode still works")
 			unavailable[mounter.ModePod] = err.Error()
 		}
@@ -163,16 +168,22 @@ func startPodMode(ctx context.Context, cfg Config) (*pod.Mounter, error) {
 		return nil, err
 	}
 	unmounter := pod.NewUnmounter(pm, cfg.PodSweepInterval)
+	// The informers live as long as ctx, unless start-up fails: then they are stopped rather
+	// than left retrying (and logging) for a pod mode nobody will use.
+	ictx, stop := context.WithCancel(ctx)
 	started := make(chan error, 1)
-	go func() { started <- cluster.Start(ctx) }()
+	go func() { started <- cluster.Start(ictx) }()
 	select {
 	case err := <-started:
 		if err != nil {
+			stop()
 			return nil, err
 		}
 	case <-sctx.Done():
+		stop()
 		return nil, fmt.Errorf("pod-mode informers did not sync within %v (RBAC for MountpointS3PodAttachments and pods in %s?)", cfg.APITimeout, cfg.MountpointNamespace)
 	}
+	context.AfterFunc(ctx, stop)
 	go unmounter.Run(ctx)
 	return pm, nil
 }

@@ -189,7 +189,7 @@ func TestValuesDoc(t *testing.T) {
 	if start < 0 {
 		before, after = strings.TrimRight(doc, "\n")+"\n", ""
 	} else {
-		before = doc[:start+1]
+		before = strings.TrimRight(doc[:start], "\n") + "\n" // one blank line before the heading, however many there were
 		rest := doc[start+1:]
 		end := strings.Index(rest[len(heading)-1:], "\n## ")
 		if end < 0 {

@@ -278,6 +278,11 @@ func TestModeRendering(t *testing.T) {
 			if got, _ := flagValue(plugin.Args, "kubelet-path"); got != m.kubeletPath {
 				t.Errorf("--kubelet-path = %q, want %q", got, m.kubeletPath)
 			}
+			// The node plugin runs pod mode (its informers need the Role above) only when some
+			// node may use it.
+			if got, ok := flagValue(plugin.Args, "pod-mounter"); m.pod == (ok && got == "false") {
+				t.Errorf("--pod-mounter=%q (rendered %v) with pod mode in use %v", got, ok, m.pod)
+			}
 			if _, ok := flagValue(plugin.Args, "mount-s3-path"); ok != m.systemd {
 				t.Errorf("--mount-s3-path rendered: %v, want %v", ok, m.systemd)
 			}

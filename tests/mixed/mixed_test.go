@@ -20,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
@@ -67,6 +70,49 @@ func TestMixedCluster(t *testing.T) {
 	podNode.unpublish(tp)
 	if metal.unitOf(tm) != "" || len(harness.MountsBelow(tm)) != 0 || len(harness.MountsBelow(tp)) != 0 {
 		t.Error("mounts or units left after unpublish")
+	}
+}
+
+// TestPodMounterDisabled: the node plugin as the chart renders it when no node uses pod mode
+// (--pod-mounter=false, no access to the Mountpoint namespace). It starts no pod-mode informers
+// (so no forbidden errors and no start-up wait), a publish while the node's mode is pod fails
+// with Unavailable saying why and leaves the target as it was, and systemd mode works.
+func TestPodMounterDisabled(t *testing.T) {
+	c := newCluster(t)
+	c.s3.CreateBucket(t, "nopod")
+	pv := c.volume("nopod", "nopod")
+	n := c.node("nopod", nodeOpts{label: "systemd", noPodAccess: true, noKubelet: true, podMounter: "false"})
+	n.waitEffective(mounter.ModeSystemd)
+
+	w := n.workload("w", pv)
+	target := n.publish(w, pv)
+	if m := n.modeOf(target); m != mounter.ModeSystemd {
+		t.Fatalf("mounted in %q mode, want systemd", m)
+	}
+	must(t, os.WriteFile(filepath.Join(target, "f.txt"), []byte("systemd"), 0o644))
+	n.unpublish(target)
+	if got := c.s3.GetObject(t, "nopod", "f.txt"); string(got) != "systemd" {
+		t.Errorf("object = %q", got)
+	}
+
+	// A node moved to pod mode although the plugin runs without it.
+	n.relabel("pod", mounter.ModePod)
+	w2 := n.workload("w2", pv)
+	req := n.publishReq(w2, pv, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := n.drv.Node.NodePublishVolume(ctx, req)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "--pod-mounter=false") {
+		t.Fatalf("publish in pod mode with pod mode disabled: %v, want Unavailable naming --pod-mounter=false", err)
+	}
+	if m := harness.MountsBelow(req.TargetPath); len(m) != 0 {
+		t.Fatalf("mounts left after the refused publish: %v", m)
+	}
+	log := n.drv.Log()
+	for _, bad := range []string{"Pod mode is unavailable", "cannot list resource", "did not sync"} {
+		if strings.Contains(log, bad) {
+			t.Errorf("node log mentions %q: pod-mode informers ran although disabled\n%s", bad, tail(log, 30))
+		}
 	}
 }
 

@@ -90,6 +90,7 @@ type nodeOpts struct {
 	noPodAccess bool   // no RBAC for the Mountpoint namespace (a bare-metal node)
 	noKubelet   bool   // no fake kubelet (no Mountpoint Pods can run)
 	metrics     bool   // serve the node plugin's metrics (node.metricsURL)
+	podMounter  string // value of --pod-mounter ("" = the default, true)
 }
 
 func (c *cluster) node(suffix string, o nodeOpts) *node {
@@ -112,6 +113,9 @@ func (c *cluster) node(suffix string, o nodeOpts) *node {
 		must(c.t, kube.Client.Delete(context.Background(), rb))
 	}
 	args := []string{"--default-mounter=pod", "--kubeconfig=" + kube.Kubeconfig(c.t, user), "--mountpoint-namespace=" + mpNamespace, "--api-timeout=3s", "--pod-sweep-interval=2s"}
+	if o.podMounter != "" {
+		args = append(args, "--pod-mounter="+o.podMounter)
+	}
 	if o.metrics {
 		port, err := harness.FreePort()
 		must(c.t, err)
