@@ -5,11 +5,13 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/pkg/installer"
+	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
 func main() {
@@ -17,7 +19,12 @@ func main() {
 	klog.InitFlags(fs)
 	src := fs.String("source-dir", "/mountpoint-s3/bin", "directory in the image holding mount-s3 and its libraries")
 	dst := fs.String("install-dir", "/opt/mountpoint-s3-csi/bin/", "host directory (mounted into this container) to install into")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Printf("install-mp %s\n", version.Version)
+		return
+	}
 	names, err := installer.Install(*src, *dst)
 	if err != nil {
 		klog.ErrorS(err, "Install failed", "source", *src, "destination", *dst)

@@ -31,26 +31,30 @@ var _ dbusConn = (*sd.Conn)(nil)
 // dialFunc opens a new connection to systemd.
 type dialFunc func() (dbusConn, error)
 
-// dialPrivate returns a dialFunc for systemd's private socket (peer-to-peer D-Bus, no bus
-// daemon, no Hello), authenticating with EXTERNAL as the current uid.
+// dialPrivate returns a dialFunc for systemd's private socket.
 func dialPrivate(socket string) dialFunc {
-	return func() (dbusConn, error) {
-		c, err := sd.NewConnection(func() (*dbus.Conn, error) {
-			conn, err := dbus.Dial("unix:path=" + socket)
-			if err != nil {
-				return nil, err
-			}
-			if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-				conn.Close()
-				return nil, err
-			}
-			return conn, nil
-		})
+	return func() (dbusConn, error) { return Connect(socket) }
+}
+
+// Connect opens a connection to systemd's private socket (peer-to-peer D-Bus, no bus daemon,
+// no Hello), authenticating with EXTERNAL as the current uid. The Mounter manages its own
+// connections; this is for tools and benchmarks that talk to the same manager.
+func Connect(socket string) (*sd.Conn, error) {
+	c, err := sd.NewConnection(func() (*dbus.Conn, error) {
+		conn, err := dbus.Dial("unix:path=" + socket)
 		if err != nil {
-			return nil, fmt.Errorf("connect to systemd at %s: %w", socket, err)
+			return nil, err
 		}
-		return c, nil
+		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to systemd at %s: %w", socket, err)
 	}
+	return c, nil
 }
 
 // errConnLost reports that the D-Bus connection dropped while a job was being waited for.

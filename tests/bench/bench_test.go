@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 
+	"github.com/s3csi/s3-csi-driver/mounter/systemd"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -149,6 +152,8 @@ func BenchmarkNodePublishSystemd(b *testing.B) {
 			}
 		}
 
+		floorOne, floorMany := systemdFloor(b, sd.Socket)
+
 		st, one, many, stMany := summarize(standin), summarize(single), summarize(each), summarize(standinEach)
 		fmt.Printf("\nNodePublish latency, systemd mode (%d sequential runs, %d concurrent publishes)\n", sequentialRuns, concurrent)
 		fmt.Printf("  stand-in mount-s3 alone (exec → mounted):   %s\n", st)
@@ -157,12 +162,60 @@ func BenchmarkNodePublishSystemd(b *testing.B) {
 		fmt.Printf("  %d concurrent NodePublish, each:            %s\n", concurrent, many)
 		fmt.Printf("  %d concurrent NodePublish, wall clock:      %.1f ms (median of each = %.2f× one alone)\n", concurrent, ms(wall), float64(many.median)/float64(one.median))
 		fmt.Printf("  %d concurrent stand-in mounts alone, each:  %s\n", concurrent, stMany)
-		fmt.Printf("  driver overhead under concurrency (median − median stand-in alone): %.1f ms\n\n", ms(many.median-stMany.median))
+		fmt.Printf("  driver overhead under concurrency (median − median stand-in alone): %.1f ms\n", ms(many.median-stMany.median))
+		fmt.Printf("  systemd's own floor, a transient unit of /bin/true, one at a time: %s\n", floorOne)
+		fmt.Printf("  systemd's own floor, %d such units at once, each:  %s (median = %.2f× one)\n\n", concurrent, floorMany, float64(floorMany.median)/float64(floorOne.median))
 		b.ReportMetric(ms(one.median), "publish-median-ms")
 		b.ReportMetric(ms(one.p90), "publish-p90-ms")
 		b.ReportMetric(ms(one.median-st.median), "overhead-median-ms")
 		b.ReportMetric(ms(many.median), "concurrent50-median-ms")
 		b.ReportMetric(ms(many.p90), "concurrent50-p90-ms")
 		b.ReportMetric(ms(stMany.median), "standin-concurrent50-median-ms")
+		b.ReportMetric(ms(floorMany.median), "systemd-true-concurrent50-median-ms")
 	}
+}
+
+// systemdFloor measures what the systemd manager itself costs per transient unit, with no
+// driver and no mount-s3: StartTransientUnit of a oneshot /bin/true over the same private
+// socket, waiting for its start job, once at a time and concurrent at once (one connection,
+// like the driver). It is the floor under the systemd-mode publish figures.
+func systemdFloor(b *testing.B, socket string) (one, many stats) {
+	b.Helper()
+	conn, err := systemd.Connect(socket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	run := func(name string) time.Duration {
+		props := []sdbus.Property{
+			sdbus.PropType("oneshot"),
+			sdbus.PropExecStart([]string{"/bin/true"}, true),
+			{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+		}
+		ch := make(chan string, 1)
+		t0 := time.Now()
+		if _, err := conn.StartTransientUnitContext(context.Background(), name, "fail", props, ch); err != nil {
+			b.Errorf("start %s: %v", name, err)
+			return 0
+		}
+		if res := <-ch; res != "done" {
+			b.Errorf("unit %s: job %s", name, res)
+		}
+		return time.Since(t0)
+	}
+	var single []time.Duration
+	for r := 0; r < sequentialRuns; r++ {
+		single = append(single, run(fmt.Sprintf("bench-floor-seq-%d.service", r)))
+	}
+	each := make([]time.Duration, concurrent)
+	var wg sync.WaitGroup
+	for j := range each {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			each[j] = run(fmt.Sprintf("bench-floor-conc-%d.service", j))
+		}()
+	}
+	wg.Wait()
+	return summarize(single), summarize(each)
 }

@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 )
@@ -52,6 +54,9 @@ func Scheme() *runtime.Scheme {
 // t.Cleanup.
 func StartAPIServer(t TB, o KubeOptions) *Kube {
 	t.Helper()
+	// The test process's own informers (fake kubelet, test clients) log through klog, like
+	// the binaries; without this controller-runtime prints a warning with a stack trace.
+	ctrllog.SetLogger(klog.NewKlogr())
 	assets := filepath.Join(RepoRoot(), "bin", "k8s")
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
