@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	srv.RegisterIdentity(driver.NewIdentityServer(false, &readiness{router: router, systemd: sm, pod: pm}))
+	srv.RegisterIdentity(driver.NewIdentityServer(false, &readiness{router: router, systemd: sm, pod: pm, podDisabled: cfg.DisablePodMode}))
 	srv.RegisterNode(ns)
 	if cfg.MetricsAddress != "" {
 		if err := serveMetrics(ctx, cfg, router); err != nil {
@@ -199,15 +199,19 @@ func removeStartupTaint(ctx context.Context, cfg Config) {
 	}
 }
 
-// readiness answers Probe for the node's current mode.
+// readiness answers Probe for the node's current mode. Pod mode that failed to start makes the
+// plugin not ready (a restart retries it); pod mode switched off by --pod-mounter=false does
+// not: restarting cannot change a flag, so such a node stays ready for its systemd mounts and
+// refuses pod-mode publishes with Unavailable instead.
 type readiness struct {
-	router  *mounter.Router
-	systemd *systemd.Mounter
-	pod     *pod.Mounter
+	router      *mounter.Router
+	systemd     *systemd.Mounter
+	pod         *pod.Mounter
+	podDisabled bool
 }
 
 func (r *readiness) Check(ctx context.Context) error {
-	if r.router.Mode() == mounter.ModePod {
+	if r.router.Mode() == mounter.ModePod && !r.podDisabled {
 		if r.pod == nil {
 			return errors.New("the node is in pod mode but pod mode is unavailable")
 		}

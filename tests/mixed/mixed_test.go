@@ -14,14 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
@@ -107,6 +107,11 @@ func TestPodMounterDisabled(t *testing.T) {
 	}
 	if m := harness.MountsBelow(req.TargetPath); len(m) != 0 {
 		t.Fatalf("mounts left after the refused publish: %v", m)
+	}
+	// A flag is not fixed by a restart: the plugin stays ready (its liveness probe must not
+	// restart it in a loop).
+	if resp, err := n.drv.Identity.Probe(ctx, &csi.ProbeRequest{}); err != nil || !resp.GetReady().GetValue() {
+		t.Errorf("Probe with pod mode disabled on a pod-mode node: %v %v, want ready", resp, err)
 	}
 	log := n.drv.Log()
 	for _, bad := range []string{"Pod mode is unavailable", "cannot list resource", "did not sync"} {
