@@ -2,7 +2,8 @@
 # (`include charts.mk`, after tools.mk: it uses $(GO), $(HELM), $(ENVTEST_ASSETS)).
 #
 #   make chart-crd      copy crd/*.yaml into the chart (files/crds/), where templates/crd.yaml reads it
-#   make verify-chart   fail when the chart's CRD copy differs from crd/ (no git needed)
+#   make verify-chart   fail when the chart's CRD copy differs from crd/ (no git needed; `make verify`
+#                       regenerates the copy and catches drift with git instead)
 #   make helm-lint      helm lint --strict, with the defaults and with each tests/helm values file
 #   make test-helm      the chart suite (tests/helm): lint, golden renderings, server-side dry-run
 #                       against kube-apiserver, RBAC reviews, schema, flag drift, Dockerfile

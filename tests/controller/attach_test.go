@@ -14,6 +14,7 @@ import (
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
 // expectLayout waits until the test's attachments are exactly want: for each PV name, the set of
@@ -21,7 +22,7 @@ import (
 func (e *env) expectAttachments(n int, check func([]crdv2.MountpointS3PodAttachment) string) []crdv2.MountpointS3PodAttachment {
 	e.t.Helper()
 	var atts []crdv2.MountpointS3PodAttachment
-	eventually(e.t, 20*time.Second, func() string {
+	harness.Eventually(e.t, 20*time.Second, func() string {
 		atts = e.attachments()
 		if len(atts) != n {
 			return fmt.Sprintf("%d attachments, want %d: %v", len(atts), n, atts)
@@ -73,7 +74,7 @@ func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 	}
 
 	var mp corev1.Pod
-	eventually(t, 20*time.Second, func() string {
+	harness.Eventually(t, 20*time.Second, func() string {
 		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: mpNamespace, Name: mpName}, &mp); err != nil {
 			return err.Error()
 		}

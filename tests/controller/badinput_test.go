@@ -14,11 +14,12 @@ import (
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
 func (e *env) expectEvent(p *corev1.Pod, reason, contains string) {
 	e.t.Helper()
-	eventually(e.t, 20*time.Second, func() string {
+	harness.Eventually(e.t, 20*time.Second, func() string {
 		for _, ev := range e.eventsFor(p) {
 			if strings.HasPrefix(ev, reason+":") && strings.Contains(ev, contains) {
 				return ""
@@ -73,7 +74,7 @@ func TestPodWithHundredsOfVolumes(t *testing.T) {
 		claims = append(claims, ours, other)
 	}
 	w := e.pod("many", e.node(1), nil, claims...)
-	eventually(t, 60*time.Second, func() string {
+	harness.Eventually(t, 60*time.Second, func() string {
 		atts := e.attachments()
 		if len(atts) != 150 {
 			return fmt.Sprintf("%d attachments, want 150", len(atts))
@@ -119,7 +120,7 @@ func TestNamesAtTheLengthLimits(t *testing.T) {
 	e.claim(claim, pvName, ptr.To(""))
 	w := e.pod(long("pod-"), node, ptr.To[int64](2147483647), claim)
 	var atts []crdv2.MountpointS3PodAttachment
-	eventually(t, 20*time.Second, func() string {
+	harness.Eventually(t, 20*time.Second, func() string {
 		var list crdv2.MountpointS3PodAttachmentList
 		if err := e.c.List(ctx, &list); err != nil {
 			return err.Error()

@@ -17,6 +17,7 @@ import (
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
 func (e *env) mountpointPod(name string) (*corev1.Pod, error) {
@@ -44,7 +45,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 	}
 
 	e.setPhase(w3, corev1.PodFailed) // the last workload ends
-	eventually(t, 20*time.Second, func() string {
+	harness.Eventually(t, 20*time.Second, func() string {
 		p, err := e.mountpointPod(mp)
 		if err != nil {
 			return err.Error()
@@ -62,7 +63,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 	if err := e.c.Status().Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
+	harness.Eventually(t, 20*time.Second, func() string {
 		if _, err := e.mountpointPod(mp); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("finished Mountpoint Pod not deleted: %v", err)
 		}
@@ -88,7 +89,7 @@ func TestLatePVCBinding(t *testing.T) {
 	e := newEnv(t)
 	e.claim("late", "", ptr.To(storageClass)) // dynamic claim, not bound yet
 	w := e.pod("waiting", e.node(1), nil, "late")
-	eventually(t, 20*time.Second, func() string {
+	harness.Eventually(t, 20*time.Second, func() string {
 		for _, ev := range e.eventsFor(w) {
 			if strings.HasPrefix(ev, reconciler.ReasonVolumeNotBound) {
 				return ""
@@ -146,7 +147,7 @@ func TestStaleAndOrphanCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Now()
-	eventually(t, 15*time.Second, func() string {
+	harness.Eventually(t, 15*time.Second, func() string {
 		p, err := e.mountpointPod(orphan.Name)
 		if err != nil {
 			return err.Error()
@@ -196,7 +197,7 @@ func TestMetrics(t *testing.T) {
 	_, claim := e.volume("metrics", volumeOpts{})
 	w := e.pod("w", e.node(1), nil, claim)
 	e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], w.UID) })
-	eventually(t, 20*time.Second, func() string {
+	harness.Eventually(t, 20*time.Second, func() string {
 		resp, err := http.Get(e.ctrl.MetricsURL)
 		if err != nil {
 			return err.Error()

@@ -69,7 +69,7 @@ func (e *env) expectExactly(claims, perClaim int) {
 		}
 		return ""
 	}
-	eventually(e.t, 60*time.Second, check)
+	harness.Eventually(e.t, 60*time.Second, check)
 	consistently(e.t, 2*time.Second, check)
 }
 

@@ -274,21 +274,6 @@ func workloadsOf(a crdv2.MountpointS3PodAttachment) map[string][]string {
 	return out
 }
 
-// eventually polls cond until it returns "" (success) or the timeout passes, then fails with the
-// last explanation.
-func eventually(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var why string
-	for time.Now().Before(deadline) {
-		if why = cond(); why == "" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v: %s", timeout, why)
-}
-
 // consistently checks cond stays "" for d.
 func consistently(t *testing.T, d time.Duration, cond func() string) {
 	t.Helper()

@@ -47,9 +47,9 @@ func TestMixedCluster(t *testing.T) {
 	if m := podNode.modeOf(tp); m != mounter.ModePod {
 		t.Fatalf("pod node mounted in %q mode, want pod", m)
 	}
-	must(t, os.WriteFile(filepath.Join(tm, "from-metal.txt"), []byte("metal"), 0o644))
-	must(t, os.WriteFile(filepath.Join(tp, "from-pod.txt"), []byte("pod"), 0o644))
-	eventually(t, 10*time.Second, func() string {
+	harness.Must(t, os.WriteFile(filepath.Join(tm, "from-metal.txt"), []byte("metal"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(tp, "from-pod.txt"), []byte("pod"), 0o644))
+	harness.Eventually(t, 10*time.Second, func() string {
 		a, errA := os.ReadFile(filepath.Join(tp, "from-metal.txt"))
 		b, errB := os.ReadFile(filepath.Join(tm, "from-pod.txt"))
 		if string(a) != "metal" || string(b) != "pod" {
@@ -89,7 +89,7 @@ func TestPodMounterDisabled(t *testing.T) {
 	if m := n.modeOf(target); m != mounter.ModeSystemd {
 		t.Fatalf("mounted in %q mode, want systemd", m)
 	}
-	must(t, os.WriteFile(filepath.Join(target, "f.txt"), []byte("systemd"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(target, "f.txt"), []byte("systemd"), 0o644))
 	n.unpublish(target)
 	if got := c.s3.GetObject(t, "nopod", "f.txt"); string(got) != "systemd" {
 		t.Errorf("object = %q", got)
@@ -144,7 +144,7 @@ func TestMigrationSystemdToPod(t *testing.T) {
 
 	// A keeps reading and writing; its republish goes to systemd (new credentials are written in
 	// the systemd state directory, the unit's mount-s3 keeps running).
-	must(t, os.WriteFile(filepath.Join(ta, "a-after-relabel"), []byte("a"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(ta, "a-after-relabel"), []byte("a"), 0o644))
 	req := n.publishReq(a, pv, "")
 	req.VolumeContext["authenticationSource"] = "secret"
 	req.Secrets = map[string]string{"access_key_id": "ROTATEDKEY", "secret_access_key": "rotatedsecret"}
@@ -170,7 +170,7 @@ func TestMigrationSystemdToPod(t *testing.T) {
 	if !slices.Contains(attachedUIDs(n.attachments()), string(b.UID)) || slices.Contains(attachedUIDs(n.attachments()), string(a.UID)) {
 		t.Errorf("attachments record %v; want B only", attachedUIDs(n.attachments()))
 	}
-	must(t, os.WriteFile(filepath.Join(tb, "b.txt"), []byte("b"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(tb, "b.txt"), []byte("b"), 0o644))
 
 	n.unpublish(ta)
 	if n.unitOf(ta) != "" {
@@ -220,8 +220,8 @@ func TestRollbackPodToSystemd(t *testing.T) {
 	if len(n.mountpointPods()) != 1 {
 		t.Errorf("%d Mountpoint Pods, want only P's", len(n.mountpointPods()))
 	}
-	must(t, os.WriteFile(filepath.Join(tp, "from-p"), []byte("p"), 0o644))
-	eventually(t, 10*time.Second, func() string {
+	harness.Must(t, os.WriteFile(filepath.Join(tp, "from-p"), []byte("p"), 0o644))
+	harness.Eventually(t, 10*time.Second, func() string {
 		if b, err := os.ReadFile(filepath.Join(ts, "from-p")); err != nil || string(b) != "p" {
 			return fmt.Sprintf("S does not see P's write: %v", err)
 		}
@@ -232,7 +232,7 @@ func TestRollbackPodToSystemd(t *testing.T) {
 	n.unpublish(tp)
 	deletePod(t, p)
 	n.waitRetired()
-	must(t, os.WriteFile(filepath.Join(ts, "after-retire"), []byte("s"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(ts, "after-retire"), []byte("s"), 0o644))
 	n.unpublish(ts)
 	if !c.s3.ObjectExists(t, "rollback", "from-p") || !c.s3.ObjectExists(t, "rollback", "after-retire") {
 		t.Error("objects lost")
@@ -279,9 +279,9 @@ func TestInvalidLabelAndFlipsDuringBurst(t *testing.T) {
 	c.s3.CreateBucket(t, "flips")
 	n := c.node("n", nodeOpts{label: "Bogus"})
 	n.waitEffective(mounter.ModePod) // the cluster default
-	eventually(t, 10*time.Second, func() string {
+	harness.Eventually(t, 10*time.Second, func() string {
 		var events corev1.EventList
-		must(t, kube.Client.List(context.Background(), &events))
+		harness.Must(t, kube.Client.List(context.Background(), &events))
 		for _, e := range events.Items {
 			if e.InvolvedObject.Name == n.name && e.Reason == nodemode.ReasonInvalidLabel && strings.Contains(e.Message, "Bogus") {
 				return ""
@@ -347,7 +347,7 @@ func TestInvalidLabelAndFlipsDuringBurst(t *testing.T) {
 		case m == mounter.ModeSystemd && n.unitOf(tg) == "":
 			t.Errorf("target %d is a systemd mount without a unit", i)
 		}
-		must(t, os.WriteFile(filepath.Join(tg, "w"+strconv.Itoa(i)), []byte("x"), 0o644))
+		harness.Must(t, os.WriteFile(filepath.Join(tg, "w"+strconv.Itoa(i)), []byte("x"), 0o644))
 		modes[m]++
 	}
 	t.Logf("publishes by mode after the flips: %v", modes)
@@ -382,7 +382,7 @@ func TestNodeMetrics(t *testing.T) {
 	b := n.workload("b", pv)
 	tb := n.publish(b, pv)
 	want := []string{`s3csi_node_mounts{mode="systemd"} 1`, `s3csi_node_mounts{mode="pod"} 1`, `s3csi_node_mount_mode{mode="pod"} 1`, `s3csi_node_mount_mode{mode="systemd"} 0`}
-	eventually(t, 10*time.Second, func() string {
+	harness.Eventually(t, 10*time.Second, func() string {
 		resp, err := http.Get(n.metricsURL)
 		if err != nil {
 			return err.Error()
@@ -430,13 +430,13 @@ func TestStartupTaintRemoved(t *testing.T) {
 		{Key: nodemode.TaintAgentNotReady, Effect: corev1.TaintEffectNoExecute},
 		{Key: "dedicated", Value: "storage", Effect: corev1.TaintEffectNoSchedule},
 	}
-	must(t, kube.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Taints: taints}}))
+	harness.Must(t, kube.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Taints: taints}}))
 	kube.BindRBAC(t, "node-rbac.yaml", "system:node:"+name)
 	harness.StartDriver(t, harness.DriverOptions{KubeletDir: harness.NewKubeletDir(t), S3: c.s3, WithCredentials: true, NodeID: name,
 		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + kube.Kubeconfig(t, "system:node:"+name), "--api-timeout=3s"}})
 	taintsOf := func() []string {
 		var n corev1.Node
-		must(t, kube.Client.Get(context.Background(), client.ObjectKey{Name: name}, &n))
+		harness.Must(t, kube.Client.Get(context.Background(), client.ObjectKey{Name: name}, &n))
 		var keys []string
 		for _, tn := range n.Spec.Taints {
 			keys = append(keys, tn.Key)
@@ -449,9 +449,9 @@ func TestStartupTaintRemoved(t *testing.T) {
 		t.Fatal("taint removed before kubelet registered the driver")
 	}
 	// kubelet registers the plugin.
-	must(t, kube.Client.Create(context.Background(), &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name},
+	harness.Must(t, kube.Client.Create(context.Background(), &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: "s3.csi.scality.com", NodeID: name}}}}))
-	eventually(t, 30*time.Second, func() string {
+	harness.Eventually(t, 30*time.Second, func() string {
 		got := taintsOf()
 		want := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return k == nodemode.TaintAgentNotReady })
 		if !slices.Equal(got, want) {

@@ -100,7 +100,7 @@ func (c *cluster) node(suffix string, o nodeOpts) *node {
 	if o.label != "" {
 		labels[mounter.LabelMounter] = o.label
 	}
-	must(c.t, kube.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels}}))
+	harness.Must(c.t, kube.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels}}))
 	n.sd = harness.StartSystemd(c.t, n.kubelet)
 	harness.CleanupMounts(c.t, n.kubelet)
 	if !o.noKubelet {
@@ -110,7 +110,7 @@ func (c *cluster) node(suffix string, o nodeOpts) *node {
 	kube.BindRBAC(c.t, "node-rbac.yaml", user)
 	if o.noPodAccess {
 		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "scality-s3-csi-node-" + user, Namespace: mpNamespace}}
-		must(c.t, kube.Client.Delete(context.Background(), rb))
+		harness.Must(c.t, kube.Client.Delete(context.Background(), rb))
 	}
 	args := []string{"--default-mounter=pod", "--kubeconfig=" + kube.Kubeconfig(c.t, user), "--mountpoint-namespace=" + mpNamespace, "--api-timeout=3s", "--pod-sweep-interval=2s"}
 	if o.podMounter != "" {
@@ -118,7 +118,7 @@ func (c *cluster) node(suffix string, o nodeOpts) *node {
 	}
 	if o.metrics {
 		port, err := harness.FreePort()
-		must(c.t, err)
+		harness.Must(c.t, err)
 		args = append(args, fmt.Sprintf("--metrics-address=127.0.0.1:%d", port))
 		n.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	}
@@ -149,15 +149,15 @@ func (n *node) relabel(value string, effective mounter.Mode) {
 	if value == "" {
 		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, mounter.LabelMounter)
 	}
-	must(n.c.t, kube.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, client.RawPatch(types.MergePatchType, []byte(patch))))
+	harness.Must(n.c.t, kube.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, client.RawPatch(types.MergePatchType, []byte(patch))))
 	n.waitEffective(effective)
 }
 
 func (n *node) waitEffective(m mounter.Mode) {
 	n.c.t.Helper()
-	eventually(n.c.t, 10*time.Second, func() string {
+	harness.Eventually(n.c.t, 10*time.Second, func() string {
 		var node corev1.Node
-		must(n.c.t, kube.Client.Get(context.Background(), client.ObjectKey{Name: n.name}, &node))
+		harness.Must(n.c.t, kube.Client.Get(context.Background(), client.ObjectKey{Name: n.name}, &node))
 		if got := node.Annotations[nodemode.AnnotationEffectiveMode]; got != string(m) {
 			return fmt.Sprintf("node %s effective mode %q, want %q", n.name, got, m)
 		}
@@ -181,7 +181,7 @@ func (c *cluster) volume(name, bucket string) *corev1.PersistentVolume {
 			}},
 		},
 	}
-	must(c.t, kube.Client.Create(ctx, pv))
+	harness.Must(c.t, kube.Client.Create(ctx, pv))
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -189,9 +189,9 @@ func (c *cluster) volume(name, bucket string) *corev1.PersistentVolume {
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	must(c.t, kube.Client.Create(ctx, pvc))
+	harness.Must(c.t, kube.Client.Create(ctx, pvc))
 	pvc.Status.Phase = corev1.ClaimBound
-	must(c.t, kube.Client.Status().Update(ctx, pvc))
+	harness.Must(c.t, kube.Client.Status().Update(ctx, pvc))
 	return pv
 }
 
@@ -207,7 +207,7 @@ func (n *node) workload(name string, pv *corev1.PersistentVolume) *corev1.Pod {
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pv.Spec.ClaimRef.Name}}}},
 		},
 	}
-	must(n.c.t, kube.Client.Create(context.Background(), p))
+	harness.Must(n.c.t, kube.Client.Create(context.Background(), p))
 	return p
 }
 
@@ -215,9 +215,9 @@ func (n *node) workload(name string, pv *corev1.PersistentVolume) *corev1.Pod {
 func setPhase(t *testing.T, p *corev1.Pod, phase corev1.PodPhase) {
 	t.Helper()
 	var cur corev1.Pod
-	must(t, kube.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &cur))
+	harness.Must(t, kube.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &cur))
 	cur.Status.Phase = phase
-	must(t, kube.Client.Status().Update(context.Background(), &cur))
+	harness.Must(t, kube.Client.Status().Update(context.Background(), &cur))
 }
 
 func (n *node) publishReq(w *corev1.Pod, pv *corev1.PersistentVolume, secret string) *csi.NodePublishVolumeRequest {
@@ -287,7 +287,7 @@ func (n *node) unitOf(target string) string {
 // mountpointPods returns the Mountpoint Pods pinned to the node.
 func (n *node) mountpointPods() []corev1.Pod {
 	var list corev1.PodList
-	must(n.c.t, kube.Client.List(context.Background(), &list, client.InNamespace(mpNamespace)))
+	harness.Must(n.c.t, kube.Client.List(context.Background(), &list, client.InNamespace(mpNamespace)))
 	var out []corev1.Pod
 	for _, p := range list.Items {
 		a := p.Spec.Affinity
@@ -300,7 +300,7 @@ func (n *node) mountpointPods() []corev1.Pod {
 
 func (n *node) attachments() []crdv2.MountpointS3PodAttachment {
 	var list crdv2.MountpointS3PodAttachmentList
-	must(n.c.t, kube.Client.List(context.Background(), &list))
+	harness.Must(n.c.t, kube.Client.List(context.Background(), &list))
 	var out []crdv2.MountpointS3PodAttachment
 	for _, a := range list.Items {
 		if a.Spec.NodeName == n.name {
@@ -325,7 +325,7 @@ func attachedUIDs(atts []crdv2.MountpointS3PodAttachment) []string {
 // waitRetired waits until the node has no Mountpoint Pod, no attachment and no shared mount.
 func (n *node) waitRetired() {
 	n.c.t.Helper()
-	eventually(n.c.t, 40*time.Second, func() string {
+	harness.Eventually(n.c.t, 40*time.Second, func() string {
 		if m := harness.MountsBelow(n.sourceRoot()); len(m) > 0 {
 			return fmt.Sprintf("shared mounts left: %v", m)
 		}
@@ -341,25 +341,5 @@ func (n *node) waitRetired() {
 
 func deletePod(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	must(t, kube.Client.Delete(context.Background(), p, client.GracePeriodSeconds(0)))
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func eventually(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var why string
-	for time.Now().Before(deadline) {
-		if why = cond(); why == "" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v: %s", timeout, why)
+	harness.Must(t, kube.Client.Delete(context.Background(), p, client.GracePeriodSeconds(0)))
 }

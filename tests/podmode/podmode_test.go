@@ -36,7 +36,7 @@ func TestPublishWriteShareUnpublishRetire(t *testing.T) {
 		t.Fatalf("read through the pod-mode mount: %q %v", got, err)
 	}
 	payload := []byte(strings.Repeat("pod mode payload ", 50000))
-	must(t, os.WriteFile(filepath.Join(ta, "from-a.bin"), payload, 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(ta, "from-a.bin"), payload, 0o644))
 	if got := n.s3.GetObject(t, "pod-data", "from-a.bin"); string(got) != string(payload) {
 		t.Fatalf("object written through the mount differs (%d bytes, want %d)", len(got), len(payload))
 	}
@@ -66,7 +66,7 @@ func TestPublishWriteShareUnpublishRetire(t *testing.T) {
 	if _, err := os.Stat(ta); !os.IsNotExist(err) {
 		t.Errorf("target of a not removed: %v", err)
 	}
-	must(t, os.WriteFile(filepath.Join(tb, "from-b.txt"), []byte("b"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(tb, "from-b.txt"), []byte("b"), 0o644))
 	if !n.s3.ObjectExists(t, "pod-data", "from-b.txt") {
 		t.Fatal("b's write did not reach the bucket after a's unpublish")
 	}
@@ -74,9 +74,9 @@ func TestPublishWriteShareUnpublishRetire(t *testing.T) {
 	// The last one leaves: kubelet unpublishes, the pods go away, the controller retires the
 	// Mountpoint Pod, the node unmounts it, the mounter exits 0, the pod and attachment go.
 	n.unpublish(tb)
-	must(t, kube.Client.Delete(context.Background(), a, client.GracePeriodSeconds(0)))
-	must(t, kube.Client.Delete(context.Background(), b, client.GracePeriodSeconds(0)))
-	eventually(t, 30*time.Second, func() string {
+	harness.Must(t, kube.Client.Delete(context.Background(), a, client.GracePeriodSeconds(0)))
+	harness.Must(t, kube.Client.Delete(context.Background(), b, client.GracePeriodSeconds(0)))
+	harness.Eventually(t, 30*time.Second, func() string {
 		if m := harness.MountsBelow(n.sourceRoot()); len(m) > 0 {
 			return fmt.Sprintf("shared mount still mounted: %v", m)
 		}
@@ -171,10 +171,10 @@ func TestDriverRestartBetweenMountAndUnmount(t *testing.T) {
 	target := n.publish(w, pv, false)
 	n.drv.Kill()
 	n.drv.Restart()
-	must(t, os.WriteFile(filepath.Join(target, "after-restart"), []byte("ok"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(target, "after-restart"), []byte("ok"), 0o644))
 	n.unpublish(target)
-	must(t, kube.Client.Delete(context.Background(), w, client.GracePeriodSeconds(0)))
-	eventually(t, 30*time.Second, func() string {
+	harness.Must(t, kube.Client.Delete(context.Background(), w, client.GracePeriodSeconds(0)))
+	harness.Eventually(t, 30*time.Second, func() string {
 		if m := harness.MountsBelow(n.sourceRoot()); len(m) > 0 {
 			return fmt.Sprintf("shared mount still mounted: %v", m)
 		}
@@ -188,10 +188,10 @@ func TestDriverRestartBetweenMountAndUnmount(t *testing.T) {
 func TestStaleSourceDirectoriesAreSwept(t *testing.T) {
 	n := newNode(t, "--pod-sweep-interval=1s")
 	stale := filepath.Join(n.sourceRoot(), "mp-gone")
-	must(t, os.MkdirAll(stale, 0o755))
+	harness.Must(t, os.MkdirAll(stale, 0o755))
 	// A leftover mount too (a tmpfs standing in for a FUSE mount whose pod is gone).
-	must(t, exec.Command("mount", "-t", "tmpfs", "tmpfs", stale).Run())
-	eventually(t, 10*time.Second, func() string {
+	harness.Must(t, exec.Command("mount", "-t", "tmpfs", "tmpfs", stale).Run())
+	harness.Eventually(t, 10*time.Second, func() string {
 		if _, err := os.Stat(stale); !os.IsNotExist(err) {
 			return fmt.Sprintf("stale source %s still there (%v)", stale, harness.MountsBelow(stale))
 		}
@@ -219,7 +219,7 @@ func TestTimeoutsSayWhatIsMissing(t *testing.T) {
 	other := n.volume("unsched", "wait-bucket", corev1.ReadWriteMany)
 	w2 := n.workload("unsched", other, nil)
 	var mp corev1.Pod
-	eventually(t, 10*time.Second, func() string {
+	harness.Eventually(t, 10*time.Second, func() string {
 		for _, p := range n.mountpointPods() {
 			if p.Annotations[reconciler.AnnotationVolumeName] == other.Name {
 				mp = p
@@ -229,7 +229,7 @@ func TestTimeoutsSayWhatIsMissing(t *testing.T) {
 		return "no Mountpoint Pod for the volume"
 	})
 	mp.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient memory"}}
-	must(t, kube.Client.Status().Update(context.Background(), &mp))
+	harness.Must(t, kube.Client.Status().Update(context.Background(), &mp))
 	ctx, cancel = context.WithTimeout(context.Background(), 4*time.Second)
 	_, err = n.drv.Node.NodePublishVolume(ctx, n.publishReq(w2, other, false))
 	cancel()
@@ -263,7 +263,7 @@ func TestCustomCABundle(t *testing.T) {
 	pv := n.volume("tls", "pod-tls", corev1.ReadWriteMany)
 	w := n.workload("w", pv, nil)
 	target := n.publish(w, pv, false)
-	must(t, os.WriteFile(filepath.Join(target, "over-tls"), []byte("tls"), 0o644))
+	harness.Must(t, os.WriteFile(filepath.Join(target, "over-tls"), []byte("tls"), 0o644))
 	if got := n.s3.GetObject(t, "pod-tls", "over-tls"); string(got) != "tls" {
 		t.Fatalf("object = %q", got)
 	}

@@ -116,7 +116,7 @@ func (n *node) volume(name, bucket string, mode corev1.PersistentVolumeAccessMod
 			}},
 		},
 	}
-	must(n.t, kube.Client.Create(ctx, pv))
+	harness.Must(n.t, kube.Client.Create(ctx, pv))
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: n.ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -124,9 +124,9 @@ func (n *node) volume(name, bucket string, mode corev1.PersistentVolumeAccessMod
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	must(n.t, kube.Client.Create(ctx, pvc))
+	harness.Must(n.t, kube.Client.Create(ctx, pvc))
 	pvc.Status.Phase = corev1.ClaimBound
-	must(n.t, kube.Client.Status().Update(ctx, pvc))
+	harness.Must(n.t, kube.Client.Status().Update(ctx, pvc))
 	return pv
 }
 
@@ -143,7 +143,7 @@ func (n *node) workload(name string, pv *corev1.PersistentVolume, fsGroup *int64
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pv.Spec.ClaimRef.Name}}}},
 		},
 	}
-	must(n.t, kube.Client.Create(context.Background(), p))
+	harness.Must(n.t, kube.Client.Create(context.Background(), p))
 	return p
 }
 
@@ -198,7 +198,7 @@ func (n *node) unpublish(target string) {
 // attachments returns the attachments of the node.
 func (n *node) attachments() []crdv2.MountpointS3PodAttachment {
 	var list crdv2.MountpointS3PodAttachmentList
-	must(n.t, kube.Client.List(context.Background(), &list))
+	harness.Must(n.t, kube.Client.List(context.Background(), &list))
 	var out []crdv2.MountpointS3PodAttachment
 	for _, a := range list.Items {
 		if a.Spec.NodeName == n.name {
@@ -211,7 +211,7 @@ func (n *node) attachments() []crdv2.MountpointS3PodAttachment {
 // mountpointPods returns the node's Mountpoint Pods.
 func (n *node) mountpointPods() []corev1.Pod {
 	var list corev1.PodList
-	must(n.t, kube.Client.List(context.Background(), &list, client.InNamespace(mpNamespace)))
+	harness.Must(n.t, kube.Client.List(context.Background(), &list, client.InNamespace(mpNamespace)))
 	var out []corev1.Pod
 	for _, p := range list.Items {
 		if harnessPinned(&p) == n.name {
@@ -233,24 +233,4 @@ func harnessPinned(p *corev1.Pod) string {
 
 func (n *node) sourceRoot() string {
 	return filepath.Join(n.kubelet, "plugins", "s3.csi.scality.com", "mnt")
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func eventually(t *testing.T, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var why string
-	for time.Now().Before(deadline) {
-		if why = cond(); why == "" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v: %s", timeout, why)
 }
