@@ -2,8 +2,12 @@ package mounter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+
+	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
@@ -112,25 +116,57 @@ func (r *Router) Mount(ctx context.Context, req Request) error {
 	return impl.Mount(ctx, req)
 }
 
-// Unmount routes to the mode that made the mount. A target without a mount-s3 mount goes to
-// systemd mode when available, which also clears what an interrupted systemd publish may have
-// left (a unit, credential files); pod mode leaves nothing at a target before its final bind.
+// Unmount routes to the mode that made the mount. A target without a mount-s3 mount belongs to
+// neither mode: it goes to systemd mode only when that mode still holds state for it (an
+// interrupted systemd publish may have left a unit and credential files, see Leftovers);
+// otherwise the Router removes the empty target directory itself, without dialing systemd or
+// waiting for the Kubernetes API, so unpublish works on every node whatever its mode and
+// access (pod mode leaves nothing at a target before its final bind).
 func (r *Router) Unmount(ctx context.Context, target string) error {
 	m, mounted, err := r.Classify(target)
 	if err != nil {
 		return err
 	}
 	if !mounted {
-		m = ModeSystemd
-		if r.systemd == nil {
-			m = ModePod
+		if l, ok := r.systemd.(Leftovers); ok && l.HasLeftovers(target) {
+			return r.systemd.Unmount(ctx, target)
 		}
+		return r.removeTarget(target)
 	}
 	impl, err := r.impl(m)
 	if err != nil {
 		return err
 	}
 	return impl.Unmount(ctx, target)
+}
+
+// removeTarget removes a target that holds no mount-s3 mount: nothing when it is gone, an error
+// when something else is mounted there (never unmount what is not ours), and the directory only
+// when empty (never anything recursively).
+func (r *Router) removeTarget(target string) error {
+	state, entry, err := r.table.Inspect(target)
+	if err != nil {
+		return err
+	}
+	switch state {
+	case mounttable.NotFound:
+		return nil
+	case mounttable.Mounted, mounttable.Corrupted:
+		if entry != nil {
+			return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", ErrTargetInUse, target, entry.FsType, entry.Source)
+		}
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+		klog.InfoS("Target directory not removed", "target", target, "err", err)
+	}
+	return nil
+}
+
+// Leftovers is implemented by a Mounter that can hold state for a target that has no mount (a
+// publish interrupted before its mount appeared). HasLeftovers must answer from local state
+// only, without a remote call.
+type Leftovers interface {
+	HasLeftovers(target string) bool
 }
 
 // Mode returns the node's current mode.

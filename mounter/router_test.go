@@ -59,8 +59,11 @@ func TestRouterRoutesByWhatIsMounted(t *testing.T) {
 	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["empty"]})) // new: current mode
 	mode = mounter.ModeSystemd
 	must(t, r.Unmount(ctx, tg["pod"])) // the node switched back; the pod mount still goes to pod mode
-	must(t, r.Unmount(ctx, tg["empty"]))
-	if got := sys.Calls(); fmt.Sprint(got) != fmt.Sprint([]string{"mount " + tg["sys"], "unmount " + tg["empty"]}) {
+	must(t, r.Unmount(ctx, tg["empty"])) // no mount, no systemd state: the router removes it
+	if _, err := os.Stat(tg["empty"]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an empty unmounted target was not removed: %v", err)
+	}
+	if got := sys.Calls(); fmt.Sprint(got) != fmt.Sprint([]string{"mount " + tg["sys"]}) {
 		t.Errorf("systemd calls = %v", got)
 	}
 	if got := pod.Calls(); fmt.Sprint(got) != fmt.Sprint([]string{"mount " + tg["pod"], "mount " + tg["empty"], "unmount " + tg["pod"]}) {
@@ -69,6 +72,60 @@ func TestRouterRoutesByWhatIsMounted(t *testing.T) {
 	counts, err := r.Counts(filepath.Dir(filepath.Dir(tg["sys"])))
 	if err != nil || counts[mounter.ModeSystemd] != 1 || counts[mounter.ModePod] != 1 {
 		t.Errorf("Counts = %v, %v; want one of each", counts, err)
+	}
+}
+
+// leftoverFake is a Fake that reports state for the targets in left.
+type leftoverFake struct {
+	mountertest.Fake
+	left map[string]bool
+}
+
+func (f *leftoverFake) HasLeftovers(target string) bool { return f.left[target] }
+
+// TestRouterUnmountWithoutMount: a target with no mount-s3 mount goes to systemd mode only when
+// systemd mode holds state for it; otherwise the router removes it itself, on any node (also
+// one without systemd or pod mode), and never touches a mount that is not mount-s3's.
+func TestRouterUnmountWithoutMount(t *testing.T) {
+	mode := mounter.ModeSystemd
+	r, _, pod, tg := routerFixture(t, &mode)
+	ctx := context.Background()
+	if err := r.Unmount(ctx, tg["foreign"]); !errors.Is(err, mounter.ErrTargetInUse) {
+		t.Errorf("Unmount of a tmpfs = %v, want ErrTargetInUse", err)
+	}
+	must(t, r.Unmount(ctx, filepath.Join(filepath.Dir(tg["empty"]), "never-created")))
+
+	// A systemd mounter with leftovers for the target gets the call.
+	sys := &leftoverFake{left: map[string]bool{tg["empty"]: true}}
+	dir := filepath.Dir(filepath.Dir(filepath.Dir(tg["empty"])))
+	r2 := mounter.NewRouterWithTable(sys, pod, nil, func() mounter.Mode { return mode }, filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt"), filepath.Join(dir, "mountinfo"))
+	must(t, r2.Unmount(ctx, tg["empty"]))
+	if got := sys.Calls(); fmt.Sprint(got) != fmt.Sprint([]string{"unmount " + tg["empty"]}) {
+		t.Errorf("systemd calls = %v, want the unmount of the target it holds state for", got)
+	}
+
+	// A pod-only node (no systemd mounter) and a systemd-only node (no pod mounter) both clear
+	// an empty target without calling anything.
+	for _, tc := range []struct {
+		name     string
+		sys, pod mounter.Mounter
+	}{{"pod only", nil, &mountertest.Fake{}}, {"systemd only", &mountertest.Fake{}, nil}} {
+		target := filepath.Join(dir, "pods", tc.name, "mount")
+		must(t, os.MkdirAll(target, 0o755))
+		r3 := mounter.NewRouterWithTable(tc.sys, tc.pod, map[mounter.Mode]string{mounter.ModeSystemd: "off", mounter.ModePod: "off"},
+			func() mounter.Mode { return mounter.ModePod }, filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt"), filepath.Join(dir, "mountinfo"))
+		must(t, r3.Unmount(ctx, target))
+		if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: target not removed: %v", tc.name, err)
+		}
+	}
+	// A non-empty target is left as it is (never removed recursively).
+	target := filepath.Join(dir, "pods", "full", "mount")
+	must(t, os.MkdirAll(target, 0o755))
+	must(t, os.WriteFile(filepath.Join(target, "f"), nil, 0o644))
+	must(t, r.Unmount(ctx, target))
+	if _, err := os.Stat(filepath.Join(target, "f")); err != nil {
+		t.Errorf("a file in an unmounted target was removed: %v", err)
 	}
 }
 

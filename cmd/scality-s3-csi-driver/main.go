@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
@@ -49,6 +50,9 @@ type options struct {
 	podSweepInterval    time.Duration
 	apiTimeout          time.Duration
 	podMounter          bool
+	systemdMounter      bool
+	healthAddress       string
+	registrationPath    string
 	metricsAddress      string
 	emptyBucketBudget   time.Duration
 	showVersion         bool
@@ -81,6 +85,9 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.podSweepInterval, "pod-sweep-interval", 2*time.Minute, "node mode: how often shared pod-mode mounts are checked for retirement and leftovers")
 	fs.DurationVar(&o.apiTimeout, "api-timeout", 30*time.Second, "node mode: how long start-up waits for the Kubernetes informers before pod mode is declared unavailable")
 	fs.BoolVar(&o.podMounter, "pod-mounter", true, "node mode: run pod mode (attachment and Mountpoint Pod informers, the pod unmounter); false on clusters where no node uses pod mode, so the plugin needs no access to Mountpoint Pods")
+	fs.BoolVar(&o.systemdMounter, "systemd-mounter", true, "node mode: run systemd mode (mount-s3 as transient units over --systemd-socket); false on clusters where no node uses systemd mode, so the plugin never dials systemd")
+	fs.StringVar(&o.healthAddress, "health-address", "", "node mode: address of /healthz, the plugin's own Probe for kubelet's liveness probe, e.g. :9808 (none when empty: the livenessprobe sidecar serves it)")
+	fs.StringVar(&o.registrationPath, "kubelet-registration-path", "", "node mode: register with kubelet by itself (no node-driver-registrar): the host path of the CSI socket as kubelet sees it, e.g. /var/lib/kubelet/plugins/s3.csi.scality.com/csi.sock; the registration socket goes to <kubelet-path>/plugins_registry (none when empty)")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
@@ -98,6 +105,9 @@ func (o *options) validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--mode must be node or controller, not %q", o.mode))
+	}
+	if o.registrationPath != "" && !filepath.IsAbs(o.registrationPath) {
+		errs = append(errs, fmt.Errorf("--kubelet-registration-path must be an absolute path, not %q", o.registrationPath))
 	}
 	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--systemd-socket": o.systemdSocket} {
 		if !filepath.IsAbs(p) {
@@ -162,6 +172,9 @@ func main() {
 		klog.ErrorS(err, "Invalid flags")
 		os.Exit(2)
 	}
+	// Pod mode's informers come from controller-runtime: route its logs to klog (unset, it
+	// prints a stack trace at start and drops every later message).
+	ctrllog.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -191,25 +204,28 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return nodeplugin.Run(ctx, nodeplugin.Config{
-		Endpoint:            o.endpoint,
-		NodeID:              o.nodeID,
-		KubeletPath:         o.kubeletPath,
-		MaxVolumesPerNode:   o.maxVolumesPerNode,
-		S3EndpointURL:       o.s3EndpointURL,
-		S3Region:            o.s3Region,
-		DriverCredentials:   creds,
-		CABundle:            caBundle,
-		DefaultMode:         defaultMode,
-		SystemdSocket:       o.systemdSocket,
-		MountS3Path:         o.mountS3Path,
-		UmountPath:          o.umountPath,
-		MountTimeout:        o.mountTimeout,
-		Kube:                kube,
-		MountpointNamespace: o.mountpointNamespace,
-		PodSweepInterval:    o.podSweepInterval,
-		APITimeout:          o.apiTimeout,
-		DisablePodMode:      !o.podMounter,
-		MetricsAddress:      o.metricsAddress,
+		Endpoint:             o.endpoint,
+		NodeID:               o.nodeID,
+		KubeletPath:          o.kubeletPath,
+		MaxVolumesPerNode:    o.maxVolumesPerNode,
+		S3EndpointURL:        o.s3EndpointURL,
+		S3Region:             o.s3Region,
+		DriverCredentials:    creds,
+		CABundle:             caBundle,
+		DefaultMode:          defaultMode,
+		SystemdSocket:        o.systemdSocket,
+		MountS3Path:          o.mountS3Path,
+		UmountPath:           o.umountPath,
+		MountTimeout:         o.mountTimeout,
+		Kube:                 kube,
+		MountpointNamespace:  o.mountpointNamespace,
+		PodSweepInterval:     o.podSweepInterval,
+		APITimeout:           o.apiTimeout,
+		DisablePodMode:       !o.podMounter,
+		DisableSystemdMode:   !o.systemdMounter,
+		HealthAddress:        o.healthAddress,
+		RegistrationEndpoint: o.registrationPath,
+		MetricsAddress:       o.metricsAddress,
 	})
 }
 

@@ -69,9 +69,12 @@ func abortConnection(minor int) {
 	_ = os.WriteFile(p, []byte("1"), 0)
 }
 
-// bindsOf lists the mount points other than source that show the same filesystem as source
-// (bind mounts of it), from the mount table.
-func bindsOf(table mounttable.Table, source string) ([]string, error) {
+// bindsOf lists the workload bind mounts of source: the mount points below podsDir (kubelet's
+// pods directory) that show the same filesystem, from the mount table. Other copies of the
+// mount do not count as users: after a node plugin restart its container sees the shared mount
+// again under /csi (the plugin directory's mount, a recursive bind of the host's), and the
+// kubelet directory may itself be bound elsewhere on the host.
+func bindsOf(table mounttable.Table, source, podsDir string) ([]string, error) {
 	entries, err := table.List()
 	if err != nil {
 		return nil, err
@@ -87,7 +90,7 @@ func bindsOf(table mounttable.Table, source string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.MountPoint != source && e.Major == src.Major && e.Minor == src.Minor && !strings.HasPrefix(e.MountPoint, source+"/") {
+		if e.Major == src.Major && e.Minor == src.Minor && strings.HasPrefix(e.MountPoint, podsDir+"/") {
 			out = append(out, e.MountPoint)
 		}
 	}

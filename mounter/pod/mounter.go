@@ -113,7 +113,7 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		if !mounttable.IsMountS3(entry) {
 			return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, req.Target, entry.FsType, entry.Source)
 		}
-		binds, err := bindsOf(m.table, source)
+		binds, err := bindsOf(m.table, source, m.paths.pods())
 		if err != nil {
 			return err
 		}
@@ -233,6 +233,7 @@ func (m *Mounter) unmountSource(source string) error {
 	if state == mounttable.Mounted || state == mounttable.Corrupted {
 		if entry != nil {
 			abortConnection(entry.Minor)
+			m.unmountOwnCopies(source, entry)
 		}
 		if err := unmount(source, 0); err != nil {
 			if err := unmount(source, 2 /* MNT_DETACH */); err != nil {
@@ -244,6 +245,27 @@ func (m *Mounter) unmountSource(source string) error {
 		return fmt.Errorf("remove source directory: %w", err)
 	}
 	return nil
+}
+
+// unmountOwnCopies detaches the other views of a shared mount that exist in the plugin's own
+// mount namespace and are not workload binds: after a restart, the plugin container sees the
+// shared mount again below /csi (its recursive bind of the plugin directory). Left in place,
+// such a copy keeps the directory busy (rmdir fails EBUSY) and the FUSE connection alive.
+func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
+	entries, err := m.table.List()
+	if err != nil {
+		return
+	}
+	pods := m.paths.pods() + "/"
+	for _, e := range entries {
+		if e.Major == entry.Major && e.Minor == entry.Minor && e.MountPoint != source && !strings.HasPrefix(e.MountPoint, pods) {
+			if err := unmount(e.MountPoint, 2 /* MNT_DETACH */); err != nil {
+				klog.ErrorS(err, "Detaching a copy of a shared mount", "source", source, "copy", e.MountPoint)
+			} else {
+				klog.V(2).InfoS("Detached a copy of a shared mount", "source", source, "copy", e.MountPoint)
+			}
+		}
+	}
 }
 
 // Unmount implements mounter.Mounter: it removes only the workload's bind mount (and the empty

@@ -31,6 +31,9 @@ func (p paths) sourceRoot() string {
 	return filepath.Join(p.kubelet, "plugins", version.DriverName, "mnt")
 }
 
+// pods is kubelet's pods directory: workload targets are below it.
+func (p paths) pods() string { return filepath.Join(p.kubelet, "pods") }
+
 // source is the shared FUSE mount served by Mountpoint Pod mpPod.
 func (p paths) source(mpPod string) string { return filepath.Join(p.sourceRoot(), mpPod) }
 

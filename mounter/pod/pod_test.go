@@ -13,12 +13,16 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
-// A mountinfo excerpt: a shared FUSE mount (0:52), two binds of it, another FUSE mount (0:53).
+// A mountinfo excerpt: a shared FUSE mount (0:52) and two workload binds of it; another FUSE
+// mount (0:53) seen again under /csi (a restarted node plugin's view of the plugin directory)
+// and below itself, neither of which is a workload.
 const mountinfo = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
 100 22 0:52 / /k/plugins/s3.csi.scality.com/mnt/mp-a rw,nosuid,nodev - fuse mountpoint-s3 rw,user_id=0,group_id=0
 101 22 0:52 / /k/pods/w1/volumes/kubernetes.io~csi/pv/mount rw,nosuid,nodev - fuse mountpoint-s3 rw,user_id=0,group_id=0
 102 22 0:52 / /k/pods/w2/volumes/kubernetes.io~csi/pv/mount ro,nosuid,nodev - fuse mountpoint-s3 rw,user_id=0,group_id=0
 103 22 0:53 / /k/plugins/s3.csi.scality.com/mnt/mp-b rw,nosuid,nodev - fuse mountpoint-s3 rw,user_id=0,group_id=0
+104 22 0:53 / /csi/mnt/mp-b rw,nosuid,nodev - fuse mountpoint-s3 rw,user_id=0,group_id=0
+105 22 0:53 / /k/plugins/s3.csi.scality.com/mnt/mp-b/nested rw,nosuid,nodev - fuse mountpoint-s3 rw,user_id=0,group_id=0
 `
 
 func table(t *testing.T) mounttable.Table {
@@ -31,7 +35,7 @@ func table(t *testing.T) mounttable.Table {
 
 func TestBindsOf(t *testing.T) {
 	tb := table(t)
-	binds, err := bindsOf(tb, "/k/plugins/s3.csi.scality.com/mnt/mp-a")
+	binds, err := bindsOf(tb, "/k/plugins/s3.csi.scality.com/mnt/mp-a", "/k/pods")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +43,10 @@ func TestBindsOf(t *testing.T) {
 	if !slices.Equal(binds, want) {
 		t.Errorf("binds = %v, want %v", binds, want)
 	}
-	if binds, _ := bindsOf(tb, "/k/plugins/s3.csi.scality.com/mnt/mp-b"); len(binds) != 0 {
-		t.Errorf("unused source has binds %v", binds)
+	if binds, _ := bindsOf(tb, "/k/plugins/s3.csi.scality.com/mnt/mp-b", "/k/pods"); len(binds) != 0 {
+		t.Errorf("unused source has binds %v (its /csi copy is not a workload)", binds)
 	}
-	if binds, _ := bindsOf(tb, "/not/mounted"); binds != nil {
+	if binds, _ := bindsOf(tb, "/not/mounted", "/k/pods"); binds != nil {
 		t.Errorf("unmounted source has binds %v", binds)
 	}
 }

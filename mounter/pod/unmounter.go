@@ -106,7 +106,7 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 	if pod.Annotations[reconciler.AnnotationNeedsUnmount] == "" || pod.Status.Phase == corev1.PodSucceeded {
 		return nil
 	}
-	binds, err := bindsOf(u.m.table, source)
+	binds, err := bindsOf(u.m.table, source, u.m.paths.pods())
 	if err != nil {
 		return err
 	}

@@ -118,9 +118,10 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if cerr := m.stopUnit(cctx, unit); cerr != nil {
+			// The state directory stays: it is how a later unpublish knows a unit may be left
+			// (HasLeftovers) and stops it.
 			klog.ErrorS(cerr, "Cleanup after a failed mount could not stop the unit", "unit", unit, "target", req.Target)
-		}
-		if cerr := os.RemoveAll(dir); cerr != nil {
+		} else if cerr := os.RemoveAll(dir); cerr != nil {
 			klog.ErrorS(cerr, "Cleanup after a failed mount could not remove the state directory", "target", req.Target)
 		}
 		if createdTarget {
@@ -273,6 +274,17 @@ func (m *Mounter) stopUnit(ctx context.Context, name string) error {
 		return nil
 	})
 }
+
+// HasLeftovers reports whether the mounter holds state for target (its state directory): a
+// publish that was interrupted, or whose cleanup could not stop its unit, leaves it, and only
+// Unmount clears it. No state directory means no unit either: start creates the directory
+// before the unit and cleanup stops the unit before removing the directory.
+func (m *Mounter) HasLeftovers(target string) bool {
+	_, err := os.Lstat(m.stateDir(target))
+	return err == nil
+}
+
+var _ mounter.Leftovers = (*Mounter)(nil)
 
 // Unmount implements mounter.Mounter.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {

@@ -67,12 +67,15 @@ func NewControllerServer(cfg ControllerConfig) (*ControllerServer, error) {
 	return &ControllerServer{cfg: cfg}, nil
 }
 
-// ControllerGetCapabilities advertises CREATE_DELETE_VOLUME only: buckets need no attach step,
-// have no capacity to report, expand or snapshot.
+// ControllerGetCapabilities advertises CREATE_DELETE_VOLUME (buckets need no attach step, have
+// no capacity to report, expand or snapshot) and SINGLE_NODE_MULTI_WRITER, so Kubernetes asks
+// for ReadWriteOnce as SINGLE_NODE_MULTI_WRITER and ReadWriteOncePod as
+// SINGLE_NODE_SINGLE_WRITER (both accepted, see accessMode).
 func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
-		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
-	}}}, nil
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{
+		{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}}},
+		{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}}},
+	}}, nil
 }
 
 // CreateVolume creates the bucket of volume req.Name (see s3.BucketName) and marks it with the

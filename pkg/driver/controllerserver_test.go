@@ -146,7 +146,7 @@ func TestCreateVolumeRefusals(t *testing.T) {
 	long := strings.Repeat("n", 129)
 	sn := []*csi.VolumeCapability{{
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER},
 	}}
 	block := []*csi.VolumeCapability{{
 		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
@@ -162,7 +162,7 @@ func TestCreateVolumeRefusals(t *testing.T) {
 		{"no name", ctrlCreds, &csi.CreateVolumeRequest{VolumeCapabilities: rwx}, codes.InvalidArgument, "name: "},
 		{"long name", ctrlCreds, &csi.CreateVolumeRequest{Name: long, VolumeCapabilities: rwx}, codes.InvalidArgument, "name: "},
 		{"no capabilities", ctrlCreds, &csi.CreateVolumeRequest{Name: "pvc-1"}, codes.InvalidArgument, "volume_capabilities: "},
-		{"single node", ctrlCreds, &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: append(rwx, sn...)}, codes.InvalidArgument, "volume_capabilities[1]: volume_capability.access_mode: "},
+		{"multi node single writer", ctrlCreds, &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: append(rwx, sn...)}, codes.InvalidArgument, "volume_capabilities[1]: volume_capability.access_mode: "},
 		{"block", ctrlCreds, &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: block}, codes.InvalidArgument, "volume_capabilities[0]: volume_capability.access_type: "},
 		{"unknown parameter", ctrlCreds, &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: rwx, Parameters: map[string]string{"foo": "bar"}}, codes.InvalidArgument, "parameters: "},
 		{"mutable parameters", ctrlCreds, &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: rwx, MutableParameters: map[string]string{"a": "b"}}, codes.InvalidArgument, "mutable_parameters: "},
@@ -297,10 +297,12 @@ func TestEmptyDeadline(t *testing.T) {
 }
 
 func TestValidateVolumeCapabilities(t *testing.T) {
-	sn := []*csi.VolumeCapability{{
-		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-	}}
+	mode := func(m csi.VolumeCapability_AccessMode_Mode) []*csi.VolumeCapability {
+		return []*csi.VolumeCapability{{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: m},
+		}}
+	}
 	mine := s3.Owner{VolumeName: "pvc-1", VolumeID: "v1:delete:pvc-1"}
 	tests := []struct {
 		name      string
@@ -312,7 +314,16 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 	}{
 		{name: "confirmed", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1", VolumeCapabilities: rwx,
 			VolumeContext: map[string]string{"bucketName": "pvc-1"}, Parameters: map[string]string{"bucketDeletionPolicy": "delete"}}, owner: mine, confirmed: true},
-		{name: "single node not confirmed", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1", VolumeCapabilities: sn}, owner: mine},
+		{name: "single node writer confirmed", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1",
+			VolumeCapabilities: mode(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}, owner: mine, confirmed: true},
+		{name: "single node reader confirmed", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1",
+			VolumeCapabilities: mode(csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY)}, owner: mine, confirmed: true},
+		{name: "single node single writer confirmed", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1",
+			VolumeCapabilities: mode(csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER)}, owner: mine, confirmed: true},
+		{name: "single node multi writer confirmed", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1",
+			VolumeCapabilities: mode(csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)}, owner: mine, confirmed: true},
+		{name: "multi node single writer not confirmed", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1",
+			VolumeCapabilities: mode(csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER)}, owner: mine},
 		{name: "other bucket in context", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1", VolumeCapabilities: rwx,
 			VolumeContext: map[string]string{"bucketName": "other"}}, owner: mine},
 		{name: "other policy", req: &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v1:delete:pvc-1", VolumeCapabilities: rwx,
@@ -358,7 +369,7 @@ func TestControllerGetCapabilities(t *testing.T) {
 	for _, c := range resp.GetCapabilities() {
 		got = append(got, c.GetRpc().GetType())
 	}
-	if d := cmp.Diff([]csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}, got); d != "" {
+	if d := cmp.Diff([]csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}, got); d != "" {
 		t.Errorf("capabilities (-want +got):\n%s", d)
 	}
 }

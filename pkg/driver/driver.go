@@ -24,6 +24,7 @@ import (
 type Server struct {
 	endpoint string
 	grpc     *grpc.Server
+	onListen []func()
 }
 
 // NewServer returns a server for endpoint ("unix:///path/csi.sock" or "unix:/path/csi.sock").
@@ -46,6 +47,9 @@ func (s *Server) RegisterNode(ns csi.NodeServer) { csi.RegisterNodeServer(s.grpc
 func (s *Server) RegisterController(cs csi.ControllerServer) {
 	csi.RegisterControllerServer(s.grpc, cs)
 }
+
+// OnListen registers f to run once Run listens on the socket (before it serves the first call).
+func (s *Server) OnListen(f func()) { s.onListen = append(s.onListen, f) }
 
 // Run listens on the socket (mode 0700, replacing a stale socket file) and serves until ctx
 // ends, then stops gracefully and removes the socket.
@@ -71,6 +75,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("chmod socket: %w", err)
 	}
 	klog.InfoS("CSI server listening", "endpoint", s.endpoint)
+	for _, f := range s.onListen {
+		f()
+	}
 	errCh := make(chan error, 1)
 	go func() { errCh <- s.grpc.Serve(lis) }()
 	select {

@@ -58,12 +58,14 @@ func NewNodeServer(cfg NodeConfig, m mounter.Mounter) (*NodeServer, error) {
 	return &NodeServer{cfg: cfg, mounter: m}, nil
 }
 
-// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP: the workload's fsGroup is applied through
-// mount-s3 options (in both mount modes) instead of kubelet's recursive chown.
+// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP (the workload's fsGroup is applied through
+// mount-s3 options, in both mount modes, instead of kubelet's recursive chown) and
+// SINGLE_NODE_MULTI_WRITER (the single-node access modes are all accepted, see accessMode).
 func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
-		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}},
-	}}}, nil
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
+		{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}}},
+		{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}}},
+	}}, nil
 }
 
 // NodeGetInfo returns the node id and the volume limit.
@@ -137,7 +139,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		}
 		podNS = v
 	}
-	readOnly := req.GetReadonly() || mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	readOnly := req.GetReadonly() || isReadOnlyMode(mode)
 	built, err := mountargs.Build(mountargs.Options{MountFlags: mnt.GetMountFlags(), ReadOnly: readOnly, FSGroup: mnt.GetVolumeMountGroup()})
 	if err != nil {
 		return r, fieldError("volume_capability.mount.mount_flags", err)
@@ -170,7 +172,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		Credentials:       creds,
 		CABundle:          s.cfg.CABundle,
 		ReadOnly:          readOnly,
-		VolumeReadOnly:    mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY || slices.ContainsFunc(mnt.GetMountFlags(), isReadOnlyOption),
+		VolumeReadOnly:    isReadOnlyMode(mode) || slices.ContainsFunc(mnt.GetMountFlags(), isReadOnlyOption),
 		FSGroup:           mnt.GetVolumeMountGroup(),
 	}, nil
 }

@@ -2,8 +2,10 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +131,38 @@ func TestPublishBuildsRequest(t *testing.T) {
 	}
 }
 
+// TestPublishAccessModes: every filesystem access mode Kubernetes can ask for mounts; the
+// read-only ones mount read-only for every workload.
+func TestPublishAccessModes(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	for i, tc := range []struct {
+		mode     csi.VolumeCapability_AccessMode_Mode
+		readOnly bool
+	}{
+		{csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, false},
+		{csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, true},
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, false},
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, true},
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, false},
+		{csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER, false},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			req := tn.publishReq(fmt.Sprintf("pod-%d", i))
+			req.VolumeCapability = mountCap(tc.mode)
+			if _, err := tn.node.NodePublishVolume(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := tn.fake.Mounted(req.TargetPath)
+			if !ok {
+				t.Fatal("nothing mounted")
+			}
+			if got.ReadOnly != tc.readOnly || got.VolumeReadOnly != tc.readOnly || got.Args.Has("read-only") != tc.readOnly {
+				t.Errorf("readOnly=%t volumeReadOnly=%t --read-only=%t, want all %t", got.ReadOnly, got.VolumeReadOnly, got.Args.Has("read-only"), tc.readOnly)
+			}
+		})
+	}
+}
+
 func TestPublishSecretSource(t *testing.T) {
 	tn := startNode(t, nil, nil)
 	req := tn.publishReq("pod-a")
@@ -157,8 +191,11 @@ func TestPublishRefusals(t *testing.T) {
 		{"block", func(r *csi.NodePublishVolumeRequest) {
 			r.VolumeCapability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
 		}, codes.InvalidArgument, "volume_capability.access_type"},
-		{"single node writer", func(r *csi.NodePublishVolumeRequest) {
-			r.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+		{"multi node single writer", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER
+		}, codes.InvalidArgument, "volume_capability.access_mode"},
+		{"unknown access mode", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_UNKNOWN
 		}, codes.InvalidArgument, "volume_capability.access_mode"},
 		{"no bucket", func(r *csi.NodePublishVolumeRequest) { delete(r.VolumeContext, "bucketName") }, codes.InvalidArgument, "volume_context.bucketName"},
 		{"bad bucket", func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["bucketName"] = "Bad_Bucket" }, codes.InvalidArgument, "volume_context.bucketName"},
@@ -287,8 +324,13 @@ func TestInfoAndCapabilities(t *testing.T) {
 		t.Errorf("NodeGetInfo = %v, %v", info, err)
 	}
 	caps, err := tn.node.NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{})
-	if err != nil || len(caps.Capabilities) != 1 || caps.Capabilities[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP {
-		t.Errorf("NodeGetCapabilities = %v, %v", caps, err)
+	var got []csi.NodeServiceCapability_RPC_Type
+	for _, c := range caps.GetCapabilities() {
+		got = append(got, c.GetRpc().GetType())
+	}
+	want := []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP, csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("NodeGetCapabilities = %v, %v; want %v", got, err, want)
 	}
 	if _, err := tn.node.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("NodeStageVolume = %v, want Unimplemented", err)

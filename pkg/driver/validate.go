@@ -95,8 +95,13 @@ func validatePodUID(field, uid string) error {
 	return nil
 }
 
-// accessMode validates the capability and returns its access mode: only filesystem (mount)
-// volumes in a multi-node mode are supported.
+// accessMode validates the capability and returns its access mode. Only filesystem (mount)
+// volumes are supported, in every access mode Kubernetes can ask for: the multi-node ones
+// (ReadWriteMany, ReadOnlyMany) and the single-node ones (ReadWriteOnce, ReadWriteOncePod,
+// ReadOnlyMany on one node). A bucket mount is the same whatever the mode; keeping a
+// single-node volume on one node (or one pod) is the scheduler's and kubelet's promise, which
+// the driver cannot add to. MULTI_NODE_SINGLE_WRITER is refused: nothing on one node can stop
+// a second node from writing the same bucket.
 func accessMode(vc *csi.VolumeCapability) (csi.VolumeCapability_AccessMode_Mode, error) {
 	if vc == nil {
 		return 0, invalid("volume_capability", "is required")
@@ -109,10 +114,17 @@ func accessMode(vc *csi.VolumeCapability) (csi.VolumeCapability_AccessMode_Mode,
 	}
 	mode := vc.GetAccessMode().GetMode()
 	switch mode {
-	case csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+	case csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
 		return mode, nil
 	}
-	return 0, invalid("volume_capability.access_mode", "%s is not supported; use ReadWriteMany (MULTI_NODE_MULTI_WRITER) or ReadOnlyMany (MULTI_NODE_READER_ONLY)", mode)
+	return 0, invalid("volume_capability.access_mode", "%s is not supported; use ReadWriteMany, ReadOnlyMany, ReadWriteOnce or ReadWriteOncePod", mode)
+}
+
+// isReadOnlyMode reports whether an access mode lets no workload write (mount-s3 --read-only).
+func isReadOnlyMode(mode csi.VolumeCapability_AccessMode_Mode) bool {
+	return mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY || mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 }
 
 // validateFSType accepts what kubelet may pass from PV.spec.csi.fsType; it has no meaning for

@@ -25,6 +25,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
+	"github.com/s3csi/s3-csi-driver/pkg/registration"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -43,10 +44,14 @@ type Config struct {
 	DefaultMode mounter.Mode
 
 	// systemd mode
-	SystemdSocket string
-	MountS3Path   string
-	UmountPath    string
-	MountTimeout  time.Duration
+	// DisableSystemdMode leaves systemd mode out entirely: the plugin never dials systemd (for
+	// nodes where no node uses it and the chart mounts no systemd socket). Publishing on a node
+	// whose mode is systemd then fails with Unavailable.
+	DisableSystemdMode bool
+	SystemdSocket      string
+	MountS3Path        string
+	UmountPath         string
+	MountTimeout       time.Duration
 
 	// Kube is the Kubernetes connection (nil: none; the node then uses DefaultMode and only
 	// systemd mode can work).
@@ -62,25 +67,38 @@ type Config struct {
 
 	// MetricsAddress serves Prometheus metrics when not empty.
 	MetricsAddress string
+	// HealthAddress serves /healthz (the plugin's own Probe) when not empty: kubelet's liveness
+	// probe without the livenessprobe sidecar.
+	HealthAddress string
+	// RegistrationEndpoint, when not empty, makes the plugin register itself with kubelet (no
+	// node-driver-registrar sidecar): it is the host path of the CSI socket as kubelet sees it;
+	// the registration socket goes to <KubeletPath>/plugins_registry.
+	RegistrationEndpoint string
 }
 
 // Run starts the node plugin and serves until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	sm, err := systemd.New(systemd.Config{
-		SystemdSocket: cfg.SystemdSocket,
-		MountS3Path:   cfg.MountS3Path,
-		UmountPath:    cfg.UmountPath,
-		StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
-		StartTimeout:  cfg.MountTimeout,
-	})
-	if err != nil {
-		return err
+	unavailable := map[mounter.Mode]string{}
+	var sm *systemd.Mounter
+	if cfg.DisableSystemdMode {
+		unavailable[mounter.ModeSystemd] = "systemd mode is disabled on this node plugin (--systemd-mounter=false: Helm mounter.modesInUse lacks systemd)"
+	} else {
+		var err error
+		sm, err = systemd.New(systemd.Config{
+			SystemdSocket: cfg.SystemdSocket,
+			MountS3Path:   cfg.MountS3Path,
+			UmountPath:    cfg.UmountPath,
+			StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
+			StartTimeout:  cfg.MountTimeout,
+		})
+		if err != nil {
+			return err
+		}
+		defer sm.Close()
 	}
-	defer sm.Close()
 
 	mode := func() mounter.Mode { return cfg.DefaultMode }
 	var pm *pod.Mounter
-	unavailable := map[mounter.Mode]string{}
 	if cfg.Kube == nil {
 		unavailable[mounter.ModePod] = "the node plugin has no Kubernetes API access (in-cluster or --kubeconfig)"
 	} else {
@@ -98,11 +116,15 @@ func Run(ctx context.Context, cfg Config) error {
 			unavailable[mounter.ModePod] = err.Error()
 		}
 	}
-	var podMounter mounter.Mounter
+	// Typed nils must not reach the router as non-nil interfaces.
+	var systemdMounter, podMounter mounter.Mounter
+	if sm != nil {
+		systemdMounter = sm
+	}
 	if pm != nil {
 		podMounter = pm
 	}
-	router := mounter.NewRouter(sm, podMounter, unavailable, mode, filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "mnt"))
+	router := mounter.NewRouter(systemdMounter, podMounter, unavailable, mode, filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "mnt"))
 	klog.InfoS("Node plugin ready", "node", cfg.NodeID, "mode", router.Mode(), "podMode", pm != nil)
 
 	ns, err := driver.NewNodeServer(driver.NodeConfig{
@@ -121,12 +143,36 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	srv.RegisterIdentity(driver.NewIdentityServer(false, &readiness{router: router, systemd: sm, pod: pm, podDisabled: cfg.DisablePodMode}))
+	ready := &readiness{router: router, systemd: sm, pod: pm, podDisabled: cfg.DisablePodMode}
+	srv.RegisterIdentity(driver.NewIdentityServer(false, ready))
 	srv.RegisterNode(ns)
 	if cfg.MetricsAddress != "" {
 		if err := serveMetrics(ctx, cfg, router); err != nil {
 			return err
 		}
+	}
+	if cfg.HealthAddress != "" {
+		if err := serveHealth(ctx, cfg.HealthAddress, ready); err != nil {
+			return err
+		}
+	}
+	if cfg.RegistrationEndpoint != "" {
+		reg, err := registration.New(registration.Config{
+			Dir:        filepath.Join(cfg.KubeletPath, "plugins_registry"),
+			DriverName: version.DriverName,
+			Endpoint:   cfg.RegistrationEndpoint,
+		})
+		if err != nil {
+			return err
+		}
+		// Offered once the CSI socket listens (kubelet calls it right after registering).
+		srv.OnListen(func() {
+			go func() {
+				if err := reg.Serve(ctx); err != nil {
+					klog.ErrorS(err, "Kubelet plugin registration stopped")
+				}
+			}()
+		})
 	}
 	if cfg.Kube != nil {
 		go removeStartupTaint(ctx, cfg)
@@ -199,10 +245,11 @@ func removeStartupTaint(ctx context.Context, cfg Config) {
 	}
 }
 
-// readiness answers Probe for the node's current mode. Pod mode that failed to start makes the
-// plugin not ready (a restart retries it); pod mode switched off by --pod-mounter=false does
-// not: restarting cannot change a flag, so such a node stays ready for its systemd mounts and
-// refuses pod-mode publishes with Unavailable instead.
+// readiness answers Probe for the node's current mode. A mode that failed to start makes the
+// plugin not ready (a restart retries it); a mode switched off by flag (--pod-mounter=false,
+// --systemd-mounter=false) does not: restarting cannot change a flag, so such a node stays
+// ready for the mounts of its other mode and refuses publishes in the disabled one with
+// Unavailable instead.
 type readiness struct {
 	router      *mounter.Router
 	systemd     *systemd.Mounter
@@ -211,11 +258,17 @@ type readiness struct {
 }
 
 func (r *readiness) Check(ctx context.Context) error {
-	if r.router.Mode() == mounter.ModePod && !r.podDisabled {
-		if r.pod == nil {
+	if r.router.Mode() == mounter.ModePod {
+		switch {
+		case r.podDisabled:
+			return nil
+		case r.pod == nil:
 			return errors.New("the node is in pod mode but pod mode is unavailable")
 		}
 		return r.pod.Check(ctx)
+	}
+	if r.systemd == nil {
+		return nil // switched off by flag
 	}
 	return r.systemd.Check(ctx)
 }
@@ -249,17 +302,29 @@ func (c *mountCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router) error {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(&mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods")}); err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", cfg.MetricsAddress)
-	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
+// serveHealth answers GET /healthz with the plugin's Probe (200 "ok", or 500 and the reason),
+// each check bounded to a few seconds, as the livenessprobe sidecar would.
+func serveHealth(ctx context.Context, address string, ready *readiness) error {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		cctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := ready.Check(cctx); err != nil {
+			klog.V(2).InfoS("Health check failed", "err", err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return serveHTTP(ctx, "health", address, mux)
+}
+
+// serveHTTP serves mux on address until ctx ends.
+func serveHTTP(ctx context.Context, what, address string, mux *http.ServeMux) error {
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return fmt.Errorf("%s listener: %w", what, err)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -267,9 +332,19 @@ func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router) error
 	}()
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Metrics server stopped")
+			klog.ErrorS(err, "HTTP server stopped", "server", what)
 		}
 	}()
-	klog.InfoS("Serving metrics", "address", lis.Addr().String())
+	klog.InfoS("Serving "+what, "address", lis.Addr().String())
 	return nil
+}
+
+func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(&mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods")}); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return serveHTTP(ctx, "metrics", cfg.MetricsAddress, mux)
 }

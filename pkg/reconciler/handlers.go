@@ -42,7 +42,7 @@ func (r *Reconciler) enqueueForPod(ctx context.Context, pod *corev1.Pod, q queue
 		r.enqueueAttachmentsBy(ctx, IndexMountpointPod, pod.Name, q)
 		return
 	}
-	if !usesClaims(pod) {
+	if len(claimNames(pod)) == 0 {
 		return
 	}
 	keys, problems, err := r.workloadKeys(ctx, pod)
@@ -56,15 +56,6 @@ func (r *Reconciler) enqueueForPod(ctx context.Context, pod *corev1.Pod, q queue
 		q.Add(Request{Pod: client.ObjectKeyFromObject(pod)})
 	}
 	r.enqueueAttachmentsBy(ctx, IndexWorkloadUID, string(pod.UID), q)
-}
-
-func usesClaims(pod *corev1.Pod) bool {
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // enqueueAttachmentsBy adds the keys of the attachments whose index field has value.
@@ -238,9 +229,14 @@ func stripPod(obj any) (any, error) {
 		fs := *sc.FSGroup
 		out.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: &fs}
 	}
+	// Only what claimNames reads is kept: claim references, and the name of each generic
+	// ephemeral volume (its claim is <pod>-<volume>; the template is not needed).
 	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
+		switch {
+		case v.PersistentVolumeClaim != nil:
 			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: v.PersistentVolumeClaim.DeepCopy()}})
+		case v.Ephemeral != nil:
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
 		}
 	}
 	return out, nil

@@ -83,10 +83,8 @@ func indexPods(ctx context.Context, idx client.FieldIndexer) error {
 	return idx.IndexField(ctx, &corev1.Pod{}, indexPodClaim, func(o client.Object) []string {
 		pod := o.(*corev1.Pod)
 		var claims []string
-		for _, v := range pod.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil {
-				claims = append(claims, pod.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
-			}
+		for _, c := range claimNames(pod) {
+			claims = append(claims, pod.Namespace+"/"+c)
 		}
 		return claims
 	})

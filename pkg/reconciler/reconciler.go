@@ -172,13 +172,8 @@ func (r *Reconciler) workloadKeys(ctx context.Context, pod *corev1.Pod) ([]Key, 
 	}
 	var keys []Key
 	var problems []problem
-	seen := map[string]bool{}
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil || seen[v.PersistentVolumeClaim.ClaimName] {
-			continue
-		}
-		seen[v.PersistentVolumeClaim.ClaimName] = true
-		k, p, err := r.volumeKey(ctx, pod, v.PersistentVolumeClaim.ClaimName)
+	for _, claim := range claimNames(pod) {
+		k, p, err := r.volumeKey(ctx, pod, claim)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,24 @@ func TestPodExpectations(t *testing.T) {
 	}
 }
 
+func TestClaimNames(t *testing.T) {
+	pvc := func(name, claim string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
+	}
+	eph := func(name string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		pvc("a", "shared"), eph("cache"), pvc("b", "shared"), {Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}}, eph("data"),
+	}}}
+	if got, want := claimNames(pod), []string{"shared", "web-0-cache", "web-0-data"}; !slices.Equal(got, want) {
+		t.Errorf("claimNames = %v, want %v", got, want)
+	}
+	if got := claimNames(&corev1.Pod{}); got != nil {
+		t.Errorf("claimNames of a pod without volumes = %v", got)
+	}
+}
+
 func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
 	now := metav1.Now()
 	pod := &corev1.Pod{
@@ -132,6 +151,8 @@ func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
 			Volumes: []corev1.Volume{
 				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c1"}}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
+					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("s3")}}}}},
 			},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"}}},
@@ -142,8 +163,11 @@ func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
 		p.UID != "u" || p.DeletionTimestamp == nil || p.Annotations[AnnotationNeedsUnmount] != "true" || p.Labels["l"] != "v" {
 		t.Errorf("lost a field the reconciler reads: %+v", p)
 	}
-	if len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "c1" {
-		t.Errorf("volumes = %+v, want only the claim", p.Spec.Volumes)
+	if got := claimNames(p); !slices.Equal(got, []string{"c1", "p-scratch"}) {
+		t.Errorf("claims of the stripped pod = %v, want c1 and the ephemeral volume's p-scratch", got)
+	}
+	if len(p.Spec.Volumes) != 2 || p.Spec.Volumes[1].Ephemeral == nil || p.Spec.Volumes[1].Ephemeral.VolumeClaimTemplate != nil {
+		t.Errorf("volumes = %+v, want the claim and the ephemeral volume without its template", p.Spec.Volumes)
 	}
 	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 0 || p.ManagedFields != nil || p.Spec.SecurityContext.RunAsUser != nil {
 		t.Errorf("kept fields the reconciler never reads: %+v", p)

@@ -264,3 +264,35 @@ func patchPod(t *testing.T, e *env, name, patch string) {
 		t.Fatalf("patch %s: %v", name, err)
 	}
 }
+
+// TestGenericEphemeralVolume: a workload whose volume is a generic ephemeral volume (its claim
+// is <pod>-<volume>, created by Kubernetes' ephemeral volume controller, played here) gets an
+// attachment and a Mountpoint Pod like one naming its claim.
+func TestGenericEphemeralVolume(t *testing.T) {
+	e := newEnv(t)
+	pv, _ := e.volume("weph-scratch", volumeOpts{})
+	p := podSpec(e.ns, "weph", e.node(1), nil)
+	p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resourceQty("1Gi")}},
+		}},
+	}}}}
+	if err := e.c.Create(context.Background(), p); err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	atts := e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], p.UID) })
+	if atts[0].Spec.PersistentVolumeName != pv {
+		t.Errorf("attachment for PV %s, want %s", atts[0].Spec.PersistentVolumeName, pv)
+	}
+	mpName := reconciler.MountpointPodName(string(p.UID), pv)
+	harness.Eventually(t, 20*time.Second, func() string {
+		var mp corev1.Pod
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: mpNamespace, Name: mpName}, &mp); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	e.deletePod(p)
+	e.expectAttachments(0, nil)
+}

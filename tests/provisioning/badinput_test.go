@@ -89,8 +89,7 @@ func TestBadInput(t *testing.T) {
 		{"secret with bad region", secret("access_key_id", "AKID", "secret_access_key", secretValue, "region", "eu west"), "secrets"},
 		// Capabilities and the rest.
 		{"no capabilities", with(func(r *csi.CreateVolumeRequest) { r.VolumeCapabilities = nil }), "volume_capabilities"},
-		{"single node writer", capability(mode(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)), "volume_capabilities[0]"},
-		{"single node single writer", capability(mode(csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER)), "volume_capabilities[0]"},
+		{"unknown access mode", capability(mode(csi.VolumeCapability_AccessMode_UNKNOWN)), "volume_capabilities[0]"},
 		{"multi node single writer", capability(mode(csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER)), "volume_capabilities[0]"},
 		{"block", capability(&csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}, AccessMode: rwx[0].AccessMode}), "volume_capabilities[0]"},
 		{"no access type", capability(&csi.VolumeCapability{AccessMode: rwx[0].AccessMode}), "volume_capabilities[0]"},

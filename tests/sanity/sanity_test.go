@@ -4,20 +4,16 @@
 package sanity
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -26,49 +22,15 @@ import (
 // Every other Identity, Controller and Node spec runs. Specs for capabilities the driver does
 // not advertise skip themselves: ListVolumes, GetCapacity, ControllerPublish/Unpublish, the
 // controller "volume lifecycle", snapshots, cloning, expansion, ModifyVolume, volume health
-// (controller: CREATE_DELETE_VOLUME only), and NodeStage/Unstage, NodeGetVolumeStats,
-// NodeExpandVolume, the single-node-multi-writer spec (node: VOLUME_MOUNT_GROUP only). The
+// (controller: CREATE_DELETE_VOLUME and SINGLE_NODE_MULTI_WRITER only), and NodeStage/Unstage,
+// NodeGetVolumeStats, NodeExpandVolume (node: VOLUME_MOUNT_GROUP and SINGLE_NODE_MULTI_WRITER
+// only). Requests go to the driver as csi-sanity makes them (SINGLE_NODE_WRITER volumes: every
+// access mode Kubernetes uses is accepted). The
 // Node Service "should work"/"should be idempotent" specs skip themselves because they look for
 // CONTROLLER_SERVICE on the node's socket, which (correctly) serves no Controller service.
 // CreateVolume "with already existing name and different capacity" skips itself because the
 // driver reports capacity 0 (unknown: buckets have no size).
 var skipped = map[string]string{}
-
-// multiNodeAccessMode rewrites the SINGLE_NODE_WRITER access mode that csi-sanity hard-codes
-// into every CreateVolume and NodePublishVolume request (MakeCreateVolumeReq,
-// TestVolumeCapabilityWithAccessType) to MULTI_NODE_MULTI_WRITER, and counts the rewrites.
-//
-// Why: S3 volumes are multi-node only, so the driver refuses single-node modes with
-// InvalidArgument by design (asserted in pkg/driver and tests/provisioning). Without the
-// rewrite every spec that provisions a volume would fail at its first step and would have to
-// be skipped, losing what those specs actually check — idempotent CreateVolume, maximum-length
-// names, DeleteVolume, ValidateVolumeCapabilities, a full create/publish/unpublish/delete on
-// a real bucket. Nothing else in any request is changed, and ValidateVolumeCapabilities still
-// receives SINGLE_NODE_WRITER (the driver answers "not confirmed", which the spec accepts).
-type multiNodeAccessMode struct{ rewrites atomic.Int64 }
-
-func (m *multiNodeAccessMode) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	switch r := req.(type) {
-	case *csi.CreateVolumeRequest:
-		c := proto.Clone(r).(*csi.CreateVolumeRequest)
-		for _, vc := range c.GetVolumeCapabilities() {
-			m.rewrite(vc)
-		}
-		req = c
-	case *csi.NodePublishVolumeRequest:
-		c := proto.Clone(r).(*csi.NodePublishVolumeRequest)
-		m.rewrite(c.GetVolumeCapability())
-		req = c
-	}
-	return invoker(ctx, method, req, reply, cc, opts...)
-}
-
-func (m *multiNodeAccessMode) rewrite(vc *csi.VolumeCapability) {
-	if vc.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER {
-		vc.AccessMode.Mode = csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
-		m.rewrites.Add(1)
-	}
-}
 
 func TestSanity(t *testing.T) {
 	harness.RequireRoot(t)
@@ -90,9 +52,6 @@ func TestSanity(t *testing.T) {
 	cfg := sanity.NewTestConfig()
 	cfg.Address = "unix://" + drv.Socket
 	cfg.ControllerAddress = "unix://" + ctrl.Socket
-	rewrite := &multiNodeAccessMode{}
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(rewrite.intercept))
-	cfg.ControllerDialOptions = append(cfg.ControllerDialOptions, grpc.WithChainUnaryInterceptor(rewrite.intercept))
 	// csi-sanity publishes to TargetPath + "/target": keep it in kubelet's layout, which the
 	// driver requires (targets must be below <kubelet>/pods).
 	cfg.TargetPath = filepath.Join(kubelet, "pods", "sanity-pod", "volumes", "kubernetes.io~csi", "sanity-pv")
@@ -110,10 +69,6 @@ func TestSanity(t *testing.T) {
 	cfg.IdempotentCount = 3
 	sanity.Test(t, cfg)
 
-	t.Logf("csi-sanity: %d single-node access modes rewritten to MULTI_NODE_MULTI_WRITER", rewrite.rewrites.Load())
-	if rewrite.rewrites.Load() == 0 {
-		t.Error("no CreateVolume or NodePublishVolume went through the access-mode rewrite")
-	}
 	// Every bucket the specs created was deleted again by DeleteVolume.
 	if buckets := s3.ListBuckets(t); len(buckets) != 0 {
 		t.Errorf("buckets left after csi-sanity: %v", buckets)
