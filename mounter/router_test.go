@@ -58,7 +58,7 @@ func TestRouterRoutesByWhatIsMounted(t *testing.T) {
 	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["pod"]}))
 	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["empty"]})) // new: current mode
 	mode = mounter.ModeSystemd
-	must(t, r.Unmount(ctx, tg["pod"])) // the node switched back; the pod mount still goes to pod mode
+	must(t, r.Unmount(ctx, tg["pod"]))   // the node switched back; the pod mount still goes to pod mode
 	must(t, r.Unmount(ctx, tg["empty"])) // no mount, no systemd state: the router removes it
 	if _, err := os.Stat(tg["empty"]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an empty unmounted target was not removed: %v", err)
