@@ -2,6 +2,7 @@ package helm
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,7 +145,11 @@ func TestModeRendering(t *testing.T) {
 			if diff := cmp.Diff(wantInit, gotInit); diff != "" {
 				t.Errorf("node init containers (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]string{"s3-plugin", "node-driver-registrar", "liveness-probe"}, gotNode); diff != "" {
+			wantNode := []string{"s3-plugin"}
+			if m.sidecars {
+				wantNode = append(wantNode, "node-driver-registrar", "liveness-probe")
+			}
+			if diff := cmp.Diff(wantNode, gotNode); diff != "" {
 				t.Errorf("node containers (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(wantCtrl, gotCtrl); diff != "" {
@@ -157,12 +162,14 @@ func TestModeRendering(t *testing.T) {
 			// Host access of the node plugin: exactly what the modes in use need.
 			plugin := container(t, node, "s3-plugin")
 			wantHost := map[string]string{
-				"kubelet-dir":      m.kubeletPath,
-				"plugin-dir":       m.kubeletPath + "/plugins/s3.csi.scality.com/",
-				"registration-dir": m.kubeletPath + "/plugins_registry/",
+				"kubelet-dir": m.kubeletPath,
+				"plugin-dir":  m.kubeletPath + "/plugins/s3.csi.scality.com/",
+			}
+			if m.sidecars {
+				wantHost["registration-dir"] = m.kubeletPath + "/plugins_registry/"
 			}
 			if m.systemd {
-				wantHost["systemd-run"] = "/run/systemd"
+				wantHost["systemd-socket-dir"] = path.Dir(m.systemdSocket)
 				wantHost["mount-s3-install-dir"] = map[string]string{"systemd": "/opt/mountpoint-s3-csi/bin/", "mixed": "/opt/s3-csi/bin/"}[m.name]
 			}
 			if diff := cmp.Diff(wantHost, hostPaths(node)); diff != "" {
@@ -179,8 +186,19 @@ func TestModeRendering(t *testing.T) {
 			if got := kubeletMount.MountPropagation; got == nil || *got != wantProp {
 				t.Errorf("kubelet dir propagation = %v, want %s", got, wantProp)
 			}
-			if got := mountFor(plugin, "systemd-run"); (got != nil) != m.systemd {
-				t.Errorf("/run/systemd mounted: %v, want %v", got != nil, m.systemd)
+			if got := mountFor(plugin, "systemd-socket-dir"); (got != nil) != m.systemd {
+				t.Errorf("systemd socket dir mounted: %v, want %v", got != nil, m.systemd)
+			} else if m.systemd {
+				// Same path in the container as on the host; no propagation needed (a file).
+				if got.MountPath != path.Dir(m.systemdSocket) || got.MountPropagation != nil {
+					t.Errorf("systemd socket dir mounted at %s (propagation %v), want %s without propagation", got.MountPath, got.MountPropagation, path.Dir(m.systemdSocket))
+				}
+				if sock, _ := flagValue(plugin.Args, "systemd-socket"); sock != m.systemdSocket {
+					t.Errorf("--systemd-socket = %q, want %q", sock, m.systemdSocket)
+				}
+			}
+			if got, ok := flagValue(plugin.Args, "systemd-mounter"); m.systemd == (ok && got == "false") {
+				t.Errorf("--systemd-mounter=%q (rendered %v) with systemd mode in use %v", got, ok, m.systemd)
 			}
 			sc := plugin.SecurityContext
 			privileged := sc != nil && sc.Privileged != nil && *sc.Privileged
@@ -294,9 +312,21 @@ func TestModeRendering(t *testing.T) {
 					t.Errorf("install-mp installs into %q (mounted at %q) but the plugin runs %q", dir, mountFor(inst, "mount-s3-install-dir").MountPath, bin)
 				}
 			}
-			registrar := container(t, node, "node-driver-registrar")
-			if got, _ := flagValue(registrar.Args, "kubelet-registration-path"); got != m.kubeletPath+"/plugins/s3.csi.scality.com/csi.sock" {
+			// Kubelet registration and /healthz: by the plugin itself, or by the sidecars.
+			registrationArgs := plugin.Args
+			if m.sidecars {
+				registrationArgs = container(t, node, "node-driver-registrar").Args
+				if h, _ := flagValue(container(t, node, "liveness-probe").Args, "health-port"); h != "9808" {
+					t.Errorf("livenessprobe --health-port = %q, want the healthz port 9808", h)
+				}
+			} else if h, _ := flagValue(plugin.Args, "health-address"); h != ":9808" {
+				t.Errorf("s3-plugin --health-address = %q, want :9808 (the healthz port)", h)
+			}
+			if got, _ := flagValue(registrationArgs, "kubelet-registration-path"); got != m.kubeletPath+"/plugins/s3.csi.scality.com/csi.sock" {
 				t.Errorf("registration path %q does not match the plugin dir", got)
+			}
+			if _, ok := flagValue(plugin.Args, "kubelet-registration-path"); ok == m.sidecars {
+				t.Errorf("s3-plugin registers itself: %v, with the sidecars %v", ok, m.sidecars)
 			}
 			env := map[string]corev1.EnvVar{}
 			for _, e := range plugin.Env {
@@ -321,7 +351,16 @@ func TestValuesReachPods(t *testing.T) {
 	dep := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller"))
 	node, ctrl := ds.Spec.Template.Spec, dep.Spec.Template.Spec
 
+	// The pod file keeps the built-in registration; the sidecar images come from the same
+	// file rendered with node.registration=sidecars.
+	_, sidecarObjs := m.render(t, "--set", "node.registration=sidecars")
+	sidecarNode := typed[appsv1.DaemonSet](t, one(t, sidecarObjs, "DaemonSet", "s3-csi-node")).Spec.Template.Spec
 	images := map[string]string{}
+	for _, c := range sidecarNode.Containers {
+		if c.Name != "s3-plugin" {
+			images[c.Name] = c.Image + " " + string(c.ImagePullPolicy)
+		}
+	}
 	for _, spec := range []corev1.PodSpec{node, ctrl} {
 		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 			images[c.Name] = c.Image + " " + string(c.ImagePullPolicy)
@@ -334,7 +373,7 @@ func TestValuesReachPods(t *testing.T) {
 		"s3-pod-reconciler":     driver,
 		"node-driver-registrar": "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.18.0 IfNotPresent",
 		"liveness-probe":        "registry.k8s.io/sig-storage/livenessprobe:v2.20.0 IfNotPresent",
-		"csi-provisioner":       "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0 IfNotPresent",
+		"csi-provisioner":       "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0 IfNotPresent",
 	}
 	if diff := cmp.Diff(wantImages, images); diff != "" {
 		t.Errorf("images (-want +got):\n%s", diff)
