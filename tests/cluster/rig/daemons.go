@@ -1,0 +1,327 @@
+package rig
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func (u *upper) startEtcd(context.Context) error {
+	d, err := u.startDaemon("etcd", []string{u.bin("k8s/etcd"),
+		"--name=s3csi", "--data-dir=" + filepath.Join(DataDir, "etcd"),
+		"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
+		"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+		"--initial-cluster=s3csi=http://127.0.0.1:2380", "--listen-metrics-urls=", "--log-level=warn",
+		// A throwaway store: no snapshot churn.
+		"--snapshot-count=1000000", "--quota-backend-bytes=4294967296",
+	})
+	if err != nil {
+		return err
+	}
+	c, _, _ := tlsClient()
+	return d.waitReady(30*time.Second, func() error { _, err := get(c, "http://127.0.0.1:2379/health", ""); return err })
+}
+
+func (u *upper) startAPIServer(context.Context) error {
+	pki := func(f string) string { return filepath.Join(pkiDir, f) }
+	d, err := u.startDaemon("kube-apiserver", []string{u.bin("k8s/kube-apiserver"),
+		"--etcd-servers=http://127.0.0.1:2379",
+		"--bind-address=0.0.0.0", fmt.Sprintf("--secure-port=%d", APIPort), "--advertise-address=" + NodeIP,
+		"--tls-cert-file=" + pki("apiserver.crt"), "--tls-private-key-file=" + pki("apiserver.key"),
+		"--client-ca-file=" + pki("ca.crt"), "--token-auth-file=" + pki("tokens.csv"),
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + pki("sa.pub"),
+		"--service-account-signing-key-file=" + pki("sa.key"),
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--kubelet-preferred-address-types=InternalIP",
+		"--allow-privileged=true", "--profiling=false", "--v=1",
+	})
+	if err != nil {
+		return err
+	}
+	c, token, err := tlsClient()
+	if err != nil {
+		return err
+	}
+	return d.waitReady(90*time.Second, func() error {
+		_, err := get(c, fmt.Sprintf("https://%s:%d/readyz", NodeIP, APIPort), token)
+		return err
+	})
+}
+
+func (u *upper) startControllers(context.Context) error {
+	if _, err := u.startDaemon("kube-controller-manager", []string{u.bin("k8s/kube-controller-manager"),
+		"--kubeconfig=" + kubeconfigPath, "--leader-elect=false", "--bind-address=127.0.0.1",
+		"--service-account-private-key-file=" + filepath.Join(pkiDir, "sa.key"),
+		"--root-ca-file=" + filepath.Join(pkiDir, "ca.crt"),
+		"--use-service-account-credentials=false",
+		// No cloud, no node IPAM (the CNI bridge hands out pod addresses).
+		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+		"--profiling=false", "--v=1",
+	}); err != nil {
+		return err
+	}
+	_, err := u.startDaemon("kube-scheduler", []string{u.bin("k8s/kube-scheduler"),
+		"--kubeconfig=" + kubeconfigPath, "--authentication-kubeconfig=" + kubeconfigPath,
+		"--authorization-kubeconfig=" + kubeconfigPath, "--leader-elect=false",
+		"--bind-address=127.0.0.1", "--profiling=false", "--v=1",
+	})
+	return err
+}
+
+// containerdConfig is containerd's configuration: its own root, state and socket; the CRI
+// plugin with runc (cgroupfs), the locally imported pause image, and the CNI bridge.
+func containerdConfig() string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # This machine lacks CAP_SYS_RESOURCE: without it every sandbox fails to start.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+`, containerdRoot, containerdState, containerdSocket, containerdSocket+".ttrpc", pauseImage, cniBinDir, cniConfDir, filepath.Join(DataDir, "opt"))
+}
+
+// cniConfig is the pod network: a bridge inside NetNS with host-local addresses (its state in
+// the rig's own directory).
+func cniConfig() string {
+	conf := map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       "s3csi-e2e",
+		"plugins": []any{
+			map[string]any{
+				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"ranges":  [][]map[string]string{{{"subnet": PodCIDR}}},
+					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+					"dataDir": filepath.Join(DataDir, "cni-ipam"),
+				},
+			},
+			map[string]any{"type": "loopback"},
+		},
+	}
+	b, _ := json.MarshalIndent(conf, "", "  ")
+	return string(b)
+}
+
+func (u *upper) startContainerd(context.Context) error {
+	for _, d := range []string{containerdRoot, containerdState, cniConfDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	cfg := filepath.Join(DataDir, "containerd.toml")
+	if err := os.WriteFile(cfg, []byte(containerdConfig()), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cniConfDir, "10-s3csi.conflist"), []byte(cniConfig()), 0o644); err != nil {
+		return err
+	}
+	d, err := u.startDaemon("containerd", []string{"containerd", "--config", cfg})
+	if err != nil {
+		return err
+	}
+	return d.waitReady(30*time.Second, func() error { return run(Ctr("version")...) })
+}
+
+// Ctr returns argv for ctr against the rig's containerd, in the k8s.io namespace.
+func Ctr(args ...string) []string {
+	return append([]string{"ctr", "--address", containerdSocket, "--namespace", "k8s.io"}, args...)
+}
+
+func (u *upper) startKubelet(ctx context.Context) error {
+	// kubelet's root must be a shared mount (mounts made under it must reach containers and the
+	// systemd units' namespace); make it one before kubelet starts, in a way Down undoes.
+	if err := os.MkdirAll(KubeletDir, 0o750); err != nil {
+		return err
+	}
+	if !isMountPoint(KubeletDir) {
+		if err := run("mount", "--bind", KubeletDir, KubeletDir); err != nil {
+			return err
+		}
+	}
+	if err := run("mount", "--make-rshared", KubeletDir); err != nil {
+		return err
+	}
+	cfg := filepath.Join(DataDir, "kubelet.yaml")
+	if err := os.WriteFile(cfg, []byte(kubeletConfig()), 0o600); err != nil {
+		return err
+	}
+	d, err := u.startDaemon("kubelet", []string{u.bin("k8s/kubelet"),
+		"--config=" + cfg, "--kubeconfig=" + kubeletKubeconfig, "--node-ip=" + NodeIP,
+		"--hostname-override=" + NodeName, "--root-dir=" + KubeletDir,
+		"--cert-dir=" + filepath.Join(DataDir, "kubelet-pki"), "--v=2",
+	})
+	if err != nil {
+		return err
+	}
+	return d.waitReady(120*time.Second, func() error {
+		out, err := exec.CommandContext(ctx, u.bin("k8s/kubectl"), "--kubeconfig="+kubeconfigPath, "get", "node", NodeName,
+			"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if strings.TrimSpace(string(out)) != "True" {
+			return fmt.Errorf("node %s Ready=%q", NodeName, out)
+		}
+		return nil
+	})
+}
+
+func kubeletConfig() string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://%s
+failSwapOn: false
+failCgroupV1: false
+enforceNodeAllocatable: []
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+  imagefs.available: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+resolvConf: /etc/resolv.conf
+maxPods: 250
+podLogsDir: %s
+`, containerdSocket, podLogsDir)
+}
+
+// isMountPoint reports whether path is the mount point of some mount.
+func isMountPoint(path string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && unescapeMount(f[4]) == path {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount decodes mountinfo's octal escapes (\040 for a space...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// startSystemd starts a systemd user manager inside NetNS (its units, systemd mode's mount-s3,
+// must reach the S3 server there), in a private mount namespace whose only difference is a
+// tmpfs on /run/systemd (so it believes it runs under systemd without touching the host's
+// /run/systemd); the kubelet directory is shared, so mounts its units make reach kubelet and
+// the pods.
+func (u *upper) startSystemd(context.Context) error {
+	if err := os.MkdirAll(systemdRuntimeDir, 0o700); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/run/systemd"); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll("/run/systemd", 0o755); err != nil {
+			return err
+		}
+		u.state.Created = append(u.state.Created, "/run/systemd")
+		if err := u.state.save(); err != nil {
+			return err
+		}
+	}
+	d, err := u.startDaemon("systemd", []string{"unshare", "-m", "--propagation", "unchanged", "sh", "-c",
+		"{ ! mountpoint -q /run/systemd || mount --make-rslave /run/systemd; } && mount -t tmpfs tmpfs /run/systemd && " +
+			"mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user"},
+		"XDG_RUNTIME_DIR="+systemdRuntimeDir)
+	if err != nil {
+		return err
+	}
+	return d.waitReady(30*time.Second, func() error {
+		if _, err := os.Stat(SystemdSocket()); err != nil {
+			return err
+		}
+		out, err := Systemctl("show", "--property=SystemState", "--value")
+		if err != nil {
+			return err
+		}
+		if st := strings.TrimSpace(out); st != "running" && st != "degraded" {
+			return fmt.Errorf("SystemState=%s", st)
+		}
+		return nil
+	})
+}
+
+// Systemctl runs `systemctl --user ARGS` against the rig's user manager.
+func Systemctl(args ...string) (string, error) {
+	cmd := exec.Command("systemctl", append([]string{"--user"}, args...)...)
+	cmd.Env = append(append([]string(nil), baseEnv...), "XDG_RUNTIME_DIR="+systemdRuntimeDir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("systemctl --user %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func (u *upper) startS3(context.Context) error {
+	if err := os.MkdirAll(s3DataDir, 0o700); err != nil {
+		return err
+	}
+	d, err := u.startDaemon("versitygw", []string{u.bin("versitygw"), "--port", fmt.Sprintf("%s:%d", NodeIP, S3Port), "--health", "/health", "posix", s3DataDir},
+		"ROOT_ACCESS_KEY="+S3AccessKey, "ROOT_SECRET_KEY="+S3SecretKey)
+	if err != nil {
+		return err
+	}
+	c, _, _ := tlsClient()
+	return d.waitReady(30*time.Second, func() error { _, err := get(c, S3Endpoint()+"/health", ""); return err })
+}
