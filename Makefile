@@ -77,9 +77,8 @@ verify: generate ## Fail on unformatted code, go.mod drift, vet findings or gene
 ##@ Test
 
 .PHONY: test
-test: verify build $(TEST_TOOLS) ## Run every suite: unit, sanity, integration, fuzz (briefly).
-	$(GO) test -race -count=1 -timeout 20m ./...
-	@$(MAKE) --no-print-directory test-fuzz
+test: ## Every suite (tests/tools/test.sh): verify, unit, integration, csi-sanity, helm, fuzz, the cluster suite; prints a timing table.
+	@bash tests/tools/test.sh
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no root, no real components).
@@ -87,7 +86,21 @@ test-unit: ## Unit tests only (no root, no real components).
 
 .PHONY: test-integration
 test-integration: build $(TEST_TOOLS) ## Real-component suites: systemd mounter, driver process, csi-sanity.
-	$(GO) test -race -count=1 -timeout 15m ./mounter/systemd/... ./tests/...
+	$(GO) test -race -count=1 -timeout 15m ./mounter/systemd/... $$($(GO) list ./tests/... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
+
+.PHONY: test-cluster test-cluster-run
+test-cluster: build cluster-tools test-cluster-run ## The cluster suite: a real single-node cluster, the chart, the upstream storage e2e suites, the scenarios.
+
+# test-cluster-run: the cluster suite with its tools already built (make test builds them in
+# the background). rigctl brings the cluster up in its own network namespace, runs the suite
+# inside it and tears everything down, also when the suite fails or is interrupted; the
+# cluster's logs are kept in bin/cluster-logs.
+test-cluster-run:
+	@CGO_ENABLED=0 $(GO) build -o $(BIN)/pause ./tests/cluster/pause
+	@$(GO) build -o $(BIN)/rigctl ./tests/cluster/rigctl
+	@$(GO) test -c -o $(BIN)/cluster.test ./tests/cluster
+	@rm -rf $(BIN)/cluster-logs
+	$(BIN)/rigctl run -keep-logs $(BIN)/cluster-logs -- $(BIN)/cluster.test -test.v -test.timeout 60m -timings $(BIN)/timings.tsv
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 10s).

@@ -12,8 +12,12 @@
 #       $(KUBE_APISERVER)  bin/k8s/kube-apiserver   envtest control plane (built from source)
 #       $(ETCD)            bin/k8s/etcd             symlink to the Debian etcd (/usr/bin/etcd)
 #     $(ENVTEST_ASSETS) (= bin/k8s) is what KUBEBUILDER_ASSETS must point at.
-#     Optional, for a later real-cluster test, NOT part of `tools` or `envtest-assets`:
-#       $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL)   (bin/k8s/...)
+#     For the cluster suite (tests/cluster), target `cluster-tools`:
+#       $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL) $(GINKGO) $(AGNHOST)
+#                          bin/k8s/...   built with kube-apiserver in ONE `go build` (shared compile)
+#       $(E2E_TEST)        bin/k8s/e2e.test         the upstream storage e2e suites (tests/tools/k8s/e2e)
+#       $(CSI_PROVISIONER) bin/csi-provisioner      the provisioner sidecar (tests/tools/csi-provisioner)
+#       cluster-apt-deps   containerd, runc, the CNI plugins, iptables, busybox-static
 #   * A tool is rebuilt only when its file is missing or its pinned version changed: each
 #     depends on a version stamp $(TOOLS_BIN)/.stamps/<tool>@<version>; changing a version
 #     below creates a new stamp (newer than the binary) and deletes the old one. A binary of
@@ -68,6 +72,13 @@ ETCD_APT_PACKAGE := etcd-server
 
 # Debian packages the tests need: fusermount3, etcd, killall/fuser, unshare/mount, curl.
 APT_PACKAGES := fuse3 etcd-server psmisc util-linux mount curl
+# And the cluster suite's node: the container runtime, its CNI plugins (in /usr/lib/cni),
+# iptables (the kubernetes Service's DNAT), iproute2 (the network namespace), the static busybox
+# the e2e test images are made of.
+CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins iptables iproute2 busybox-static
+# csi-provisioner: the newest release whose dependencies the module proxy serves (v6.4.0's are
+# not). Must match tests/tools/csi-provisioner/go.mod and the chart's sidecars.csiProvisioner.
+CSI_PROVISIONER_VERSION := v6.3.0
 
 # ---------------------------------------------------------------------------------------
 # Paths. Everything is absolute and anchored at this file's directory, so the fragment
@@ -90,17 +101,26 @@ KUBE_CONTROLLER_MANAGER := $(ENVTEST_ASSETS)/kube-controller-manager
 KUBE_SCHEDULER := $(ENVTEST_ASSETS)/kube-scheduler
 KUBELET := $(ENVTEST_ASSETS)/kubelet
 KUBECTL := $(ENVTEST_ASSETS)/kubectl
+GINKGO := $(ENVTEST_ASSETS)/ginkgo
+AGNHOST := $(ENVTEST_ASSETS)/agnhost
+E2E_TEST := $(ENVTEST_ASSETS)/e2e.test
+CSI_PROVISIONER := $(TOOLS_BIN)/csi-provisioner
+CSI_PROVISIONER_MOD_DIR := $(TOOLS_SCRIPTS)/csi-provisioner
 
 TOOLS_GO_BINS := $(VERSITYGW) $(CSI_SANITY) $(CONTROLLER_GEN) $(HELM)
-K8S_CLUSTER_BINS := $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL)
+K8S_CLUSTER_BINS := $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL) $(GINKGO) $(AGNHOST)
 K8S_BINS := $(KUBE_APISERVER) $(K8S_CLUSTER_BINS)
+# Their packages, in the order of K8S_BINS.
+K8S_PKGS := k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl \
+	github.com/onsi/ginkgo/v2/ginkgo k8s.io/kubernetes/test/images/agnhost
 
 GO ?= go
 
 # ---------------------------------------------------------------------------------------
 # Aggregate targets.
 
-.PHONY: tools envtest-assets k8s-cluster-bins apt-deps tools-clean tools-versions tools-k8s-mod
+.PHONY: tools envtest-assets k8s-cluster-bins cluster-tools apt-deps cluster-apt-deps tools-clean tools-versions tools-k8s-mod
 
 # tools: everything the default test suites need (not the optional cluster binaries).
 tools: $(TOOLS_GO_BINS) envtest-assets apt-deps ## Install every pinned test tool into bin/ (no-op when present).
@@ -108,8 +128,15 @@ tools: $(TOOLS_GO_BINS) envtest-assets apt-deps ## Install every pinned test too
 # envtest-assets: kube-apiserver + etcd in $(ENVTEST_ASSETS), for KUBEBUILDER_ASSETS.
 envtest-assets: $(KUBE_APISERVER) $(ETCD) ## kube-apiserver + etcd in bin/k8s (KUBEBUILDER_ASSETS).
 
-# k8s-cluster-bins: optional, for real-cluster tests; not part of `tools`.
-k8s-cluster-bins: $(K8S_CLUSTER_BINS) ## Optional kube-controller-manager, kube-scheduler, kubelet, kubectl in bin/k8s.
+# k8s-cluster-bins: the other Kubernetes binaries of the cluster suite.
+k8s-cluster-bins: $(K8S_CLUSTER_BINS) ## kube-controller-manager, kube-scheduler, kubelet, kubectl, ginkgo, agnhost in bin/k8s.
+
+# cluster-tools: everything the cluster suite needs besides the project's binaries.
+cluster-tools: $(K8S_BINS) $(E2E_TEST) $(CSI_PROVISIONER) $(ETCD) $(VERSITYGW) $(HELM) cluster-apt-deps ## Tools of the cluster suite (tests/cluster).
+
+# cluster-apt-deps: the Debian packages of the cluster suite's node (containerd and friends).
+cluster-apt-deps: ## Install the Debian packages the cluster suite needs (only the missing ones).
+	@sh $(TOOLS_SCRIPTS)/apt-install.sh $(CLUSTER_APT_PACKAGES)
 
 # apt-deps: install the missing ones of $(APT_PACKAGES); a fast no-op when all are present.
 apt-deps: ## Install the Debian packages the tests need (only the missing ones).
@@ -117,7 +144,7 @@ apt-deps: ## Install the Debian packages the tests need (only the missing ones).
 
 # tools-clean: remove the tools (and only the tools) from bin/; project binaries stay.
 tools-clean: ## Remove the test tools from bin/.
-	rm -rf $(TOOLS_GO_BINS) $(ENVTEST_ASSETS) $(TOOLS_STAMPS) $(TOOLS_BIN)/.tmp-*
+	rm -rf $(TOOLS_GO_BINS) $(CSI_PROVISIONER) $(ENVTEST_ASSETS) $(TOOLS_STAMPS) $(TOOLS_BIN)/.tmp-*
 
 # tools-versions: print what each installed tool reports (handy in CI logs).
 tools-versions: ## Print the version each installed tool reports.
@@ -210,19 +237,44 @@ K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(K8S_MAJOR) \
 	-X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 
-# Rebuilt when K8S_VERSION or the wrapper module changes.
-$(K8S_BINS): $(call tool-stamp,k8s,$(K8S_VERSION)) $(K8S_MOD_DIR)/go.mod $(K8S_MOD_DIR)/go.sum
-	@set -e; mkdir -p $(@D); \
+# Rebuilt when K8S_VERSION or the wrapper module changes. One `go build` for all of them: the
+# packages they share compile once, and the linkers run in parallel.
+$(K8S_BINS) &: $(call tool-stamp,k8s,$(K8S_VERSION)) $(K8S_MOD_DIR)/go.mod $(K8S_MOD_DIR)/go.sum
+	@set -e; mkdir -p $(ENVTEST_ASSETS); \
 	if ! grep -q '^require k8s.io/kubernetes $(K8S_VERSION)$$' $(K8S_MOD_DIR)/go.mod; then \
 		echo "tools.mk: $(K8S_MOD_DIR)/go.mod does not require k8s.io/kubernetes $(K8S_VERSION);" \
 			"run 'make tools-k8s-mod K8S_VERSION=$(K8S_VERSION)'" >&2; exit 1; \
 	fi; \
-	tmp=$$(mktemp -d $(TOOLS_BIN)/.tmp-$(@F).XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
-	echo "tools.mk: go build k8s.io/kubernetes/cmd/$(@F)@$(K8S_VERSION) -> $@"; \
+	tmp=$$(mktemp -d $(TOOLS_BIN)/.tmp-k8s.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
+	echo "tools.mk: go build $(notdir $(K8S_BINS)) ($(K8S_VERSION)) -> $(ENVTEST_ASSETS)"; \
 	GOFLAGS=-mod=readonly GOWORK=off CGO_ENABLED=0 \
 		$(GO) build -C $(K8S_MOD_DIR) -buildvcs=false -trimpath -ldflags '$(K8S_LDFLAGS)' \
-		-o $$tmp/$(@F) k8s.io/kubernetes/cmd/$(@F); \
-	mv -f $$tmp/$(@F) $@
+		-o $$tmp/ $(K8S_PKGS); \
+	for b in $(notdir $(K8S_BINS)); do mv -f $$tmp/$$b $(ENVTEST_ASSETS)/$$b; done
+
+# The storage e2e suites: a test binary of the same wrapper module (k8s.io/kubernetes/test/e2e
+# with the External Storage driver registered, see tests/tools/k8s/e2e). Built after the
+# binaries above, whose compiled packages it reuses.
+$(E2E_TEST): $(call tool-stamp,k8s,$(K8S_VERSION)) $(K8S_MOD_DIR)/go.mod $(K8S_MOD_DIR)/go.sum $(K8S_MOD_DIR)/e2e/e2e_test.go | $(KUBE_APISERVER)
+	@set -e; mkdir -p $(@D); \
+	tmp=$$(mktemp -d $(TOOLS_BIN)/.tmp-e2e.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
+	echo "tools.mk: go test -c k8s.io/kubernetes/test/e2e (storage, $(K8S_VERSION)) -> $@"; \
+	GOFLAGS=-mod=readonly GOWORK=off CGO_ENABLED=0 \
+		$(GO) test -C $(K8S_MOD_DIR) -c -buildvcs=false -trimpath -ldflags '$(K8S_LDFLAGS)' -o $$tmp/e2e.test ./e2e; \
+	mv -f $$tmp/e2e.test $@
+
+# csi-provisioner from its wrapper module (go install refuses a module with replace lines).
+$(CSI_PROVISIONER): $(call tool-stamp,csi-provisioner,$(CSI_PROVISIONER_VERSION)) $(CSI_PROVISIONER_MOD_DIR)/go.mod $(CSI_PROVISIONER_MOD_DIR)/go.sum
+	@set -e; \
+	if ! grep -q '^require github.com/kubernetes-csi/external-provisioner/v6 $(CSI_PROVISIONER_VERSION)$$' $(CSI_PROVISIONER_MOD_DIR)/go.mod; then \
+		echo "tools.mk: $(CSI_PROVISIONER_MOD_DIR)/go.mod does not require csi-provisioner $(CSI_PROVISIONER_VERSION)" >&2; exit 1; \
+	fi; \
+	tmp=$$(mktemp -d $(TOOLS_BIN)/.tmp-prov.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
+	echo "tools.mk: go build csi-provisioner@$(CSI_PROVISIONER_VERSION) -> $@"; \
+	GOFLAGS=-mod=readonly GOWORK=off CGO_ENABLED=0 \
+		$(GO) build -C $(CSI_PROVISIONER_MOD_DIR) -buildvcs=false -trimpath -ldflags '-s -w -X main.version=$(CSI_PROVISIONER_VERSION)' \
+		-o $$tmp/csi-provisioner github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner; \
+	mv -f $$tmp/csi-provisioner $@
 
 # etcd comes from Debian (installed only if $(ETCD_SYSTEM) is missing); bin/k8s/etcd is a
 # symlink to it. Make looks through the symlink, so a dangling one counts as missing.

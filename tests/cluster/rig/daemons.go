@@ -223,6 +223,9 @@ readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 resolvConf: /etc/resolv.conf
 maxPods: 250
+# kubelet re-syncs each pod (and republishes requiresRepublish volumes) this often (default 1m):
+# shorter, so credential rotation and repairs show within the suite's patience.
+syncFrequency: 20s
 podLogsDir: %s
 `, containerdSocket, podLogsDir)
 }
@@ -317,7 +320,13 @@ func (u *upper) startS3(context.Context) error {
 	if err := os.MkdirAll(s3DataDir, 0o700); err != nil {
 		return err
 	}
-	d, err := u.startDaemon("versitygw", []string{u.bin("versitygw"), "--port", fmt.Sprintf("%s:%d", NodeIP, S3Port), "--health", "/health", "posix", s3DataDir},
+	iamDir := filepath.Join(DataDir, "s3-iam")
+	if err := os.MkdirAll(iamDir, 0o700); err != nil {
+		return err
+	}
+	// With IAM, so tests can add accounts (credential rotation) through the admin port.
+	d, err := u.startDaemon("versitygw", []string{u.bin("versitygw"), "--port", fmt.Sprintf("%s:%d", NodeIP, S3Port), "--health", "/health",
+		"--iam-dir", iamDir, "--admin-port", fmt.Sprintf("%s:%d", NodeIP, S3AdminPort), "posix", s3DataDir},
 		"ROOT_ACCESS_KEY="+S3AccessKey, "ROOT_SECRET_KEY="+S3SecretKey)
 	if err != nil {
 		return err

@@ -95,7 +95,14 @@ func (u *upper) images() ([]image, error) {
 	for _, b := range []string{"scality-s3-csi-driver", "scality-csi-controller", "scality-csi-mounter", "install-mp"} {
 		driver = append(driver, file{path: "bin/" + b, src: u.bin(b), mode: 0o755})
 	}
-	busyboxRoot := append(baseFiles(), bb...)
+	// The e2e images name only root and nobody, like the upstream busybox image: the suites
+	// compare `ls -l` group columns with numeric ids.
+	busyboxRoot := append([]file{
+		{path: "etc", dir: true, mode: 0o755}, {path: "tmp", dir: true, mode: 0o1777},
+		{path: "proc", dir: true, mode: 0o555}, {path: "sys", dir: true, mode: 0o555}, {path: "dev", dir: true, mode: 0o755},
+		{path: "etc/passwd", mode: 0o644, inline: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n")},
+		{path: "etc/group", mode: 0o644, inline: []byte("root:x:0:\nnogroup:x:65534:\n")},
+	}, bb...)
 	return []image{
 		{ref: pauseImage, entrypoint: []string{"/pause"}, files: append(baseFiles(), file{path: "pause", src: u.bin("pause"), mode: 0o755})},
 		{ref: DriverRepository + ":" + DriverTag, entrypoint: []string{"/bin/scality-s3-csi-driver"}, files: append(baseFiles(), driver...)},

@@ -42,8 +42,9 @@ const (
 	PodCIDR = "10.88.0.0/16"
 	// APIPort is kube-apiserver's secure port on NodeIP.
 	APIPort = 6443
-	// S3Port is versitygw's port on NodeIP.
-	S3Port = 7070
+	// S3Port is versitygw's port on NodeIP; S3AdminPort its admin API (IAM accounts).
+	S3Port      = 7070
+	S3AdminPort = 7071
 	// KubeletDir is kubelet's root directory (the default: what the chart and e2e expect).
 	KubeletDir = "/var/lib/kubelet"
 	// MountS3InstallDir is where the chart's install-mp puts mount-s3 (the chart default).
@@ -85,6 +86,9 @@ func SystemdSocket() string { return filepath.Join(systemdRuntimeDir, "systemd",
 
 // S3Endpoint is versitygw's URL, reachable from the node, its pods and its systemd units.
 func S3Endpoint() string { return fmt.Sprintf("http://%s:%d", NodeIP, S3Port) }
+
+// S3AdminEndpoint is versitygw's admin API URL.
+func S3AdminEndpoint() string { return fmt.Sprintf("http://%s:%d", NodeIP, S3AdminPort) }
 
 // Kubeconfig is the admin kubeconfig (cluster-admin through a static token).
 func Kubeconfig() string { return kubeconfigPath }

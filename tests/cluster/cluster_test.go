@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"flag"
+	"strings"
+	"testing"
+)
+
+var only = flag.String("only", "", "run only the steps whose name contains this (for development; the chart is installed anyway)")
+
+// TestCluster is the whole suite, in order: the chart is installed once, the upstream storage
+// e2e suites run in systemd mode then in pod mode, then the project's scenarios, and finally
+// the uninstall. Every step cleans up after itself and checks that nothing is left on the node.
+func TestCluster(t *testing.T) {
+	steps := []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"install", testInstall},
+		{"e2e-systemd", func(t *testing.T) { testE2E(t, "systemd") }},
+		{"e2e-pod", func(t *testing.T) { testE2E(t, "pod") }},
+		{"static-systemd", func(t *testing.T) { testStatic(t, "systemd") }},
+		{"static-pod", func(t *testing.T) { testStatic(t, "pod") }},
+		{"static-mixed", testMixed},
+		{"migration-with-writers", testMigration},
+		{"dynamic-deletion-policies", testDynamic},
+		{"fsgroup-readonly-systemd", func(t *testing.T) { testFSGroupReadOnly(t, "systemd") }},
+		{"fsgroup-readonly-pod", func(t *testing.T) { testFSGroupReadOnly(t, "pod") }},
+		{"credential-rotation", testRotation},
+		{"node-plugin-restart", testNodePluginRestart},
+		{"controller-restart-burst", testControllerBurst},
+		{"uninstall", testUninstall},
+	}
+	for _, s := range steps {
+		if *only != "" && s.name != "install" && !strings.Contains(s.name, *only) {
+			continue
+		}
+		ok := t.Run(s.name, func(t *testing.T) {
+			defer step(t)()
+			s.f(t)
+		})
+		if !ok && s.name == "install" {
+			t.Fatal("the chart did not install; nothing else can run")
+		}
+	}
+}
+

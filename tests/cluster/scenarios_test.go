@@ -1,0 +1,522 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/s3csi/s3-csi-driver/tests/cluster/rig"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
+)
+
+// testInstall installs the chart as docs/install.md says and checks what the docs say to
+// check: both rollouts done, the driver registered in the node's CSINode by the node plugin
+// itself (node.registration=builtin: no sidecars), a clean start-up log.
+func testInstall(t *testing.T) {
+	installChart(t)
+	harness.Eventually(t, time.Minute, func() string {
+		out, err := kubectl(t, "get", "csinode", rig.NodeName, "-o", "jsonpath={.spec.drivers[*].name}")
+		if err != nil || strings.TrimSpace(out) != driverName {
+			return fmt.Sprintf("CSINode drivers %q (%v), want %s", out, err, driverName)
+		}
+		return ""
+	})
+	logs := mustRun(t)(kubectl(t, "-n", releaseNS, "logs", "ds/s3-csi-node", "-c", "s3-plugin"))
+	for _, want := range []string{"Node plugin ready", "Registered with kubelet"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("node plugin log lacks %q:\n%s", want, logs)
+		}
+	}
+	for _, bad := range []string{"was never called", "goroutine "} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("node plugin log holds %q (a stack trace at start):\n%s", bad, logs)
+		}
+	}
+	pods := mustRun(t)(kubectl(t, "-n", releaseNS, "get", "pods", "-l", "app=s3-csi-node", "-o", "jsonpath={.items[*].spec.containers[*].name}"))
+	if strings.TrimSpace(pods) != "s3-plugin" {
+		t.Errorf("node plugin containers %q, want s3-plugin only (built-in registration and liveness)", pods)
+	}
+}
+
+// testStatic mounts a static volume in one mode: a workload reads an object put through S3,
+// writes a file that appears in the bucket byte for byte, a second workload shares the volume,
+// and deleting them leaves nothing on the node.
+func testStatic(t *testing.T, mode string) {
+	setMode(t, mode)
+	ns := newNamespace(t, "static-"+mode)
+	bucket := "static-" + mode + "-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	env.s3.PutObject(t, bucket, "from-s3.txt", []byte("put through S3\n"))
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
+	a := workload(t, ns, "a", claim, podOpts{})
+	b := workload(t, ns, "b", claim, podOpts{})
+	waitRunning(t, 2*time.Minute, a, b)
+	if out := mustRun(t)(execIn(t, a, "cat /data/from-s3.txt")); out != "put through S3\n" {
+		t.Errorf("object read through the mount = %q", out)
+	}
+	mustRun(t)(execIn(t, a, "printf 'written by a\\n' > /data/a.txt"))
+	if got := string(env.s3.GetObject(t, bucket, "a.txt")); got != "written by a\n" {
+		t.Errorf("object written through the mount = %q", got)
+	}
+	if out := mustRun(t)(execIn(t, b, "cat /data/a.txt")); out != "written by a\n" {
+		t.Errorf("second workload reads %q", out)
+	}
+	st := currentState(t)
+	switch mode {
+	case "systemd":
+		if len(st.units) != 2 || len(st.mpPods) != 0 {
+			t.Errorf("systemd mode: want two mount units and no Mountpoint Pod: %s", st)
+		}
+	case "pod":
+		if len(st.units) != 0 || len(st.mpPods) != 1 || len(st.attachments) != 1 {
+			t.Errorf("pod mode: want one shared Mountpoint Pod and attachment, no unit: %s", st)
+		}
+	}
+	deletePods(t, a, b)
+	expectClean(t)
+}
+
+// testMixed runs two modes on the node over time: a workload mounted in systemd mode keeps its
+// mount when the node moves to pod mode, where a second workload of the same volume mounts
+// through a Mountpoint Pod; both see each other's writes; unpublishing each goes to the mode
+// that made it.
+func testMixed(t *testing.T) {
+	setMode(t, "systemd")
+	ns := newNamespace(t, "mixed")
+	bucket := "mixed-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
+	sys := workload(t, ns, "sys", claim, podOpts{})
+	waitRunning(t, 2*time.Minute, sys)
+	setMode(t, "pod")
+	pod := workload(t, ns, "pod", claim, podOpts{})
+	waitRunning(t, 2*time.Minute, pod)
+	st := currentState(t)
+	if len(st.units) != 1 || len(st.mpPods) != 1 {
+		t.Fatalf("want one systemd unit (first workload) and one Mountpoint Pod (second): %s", st)
+	}
+	mustRun(t)(execIn(t, sys, "printf 'from systemd\\n' > /data/sys.txt"))
+	mustRun(t)(execIn(t, pod, "printf 'from pod\\n' > /data/pod.txt"))
+	if out := mustRun(t)(execIn(t, pod, "cat /data/sys.txt")); out != "from systemd\n" {
+		t.Errorf("pod-mode workload reads %q", out)
+	}
+	if out := mustRun(t)(execIn(t, sys, "cat /data/pod.txt")); out != "from pod\n" {
+		t.Errorf("systemd-mode workload reads %q", out)
+	}
+	// Back to systemd: the pod-mode mount stays until its workload goes, and is cleaned up by
+	// pod mode then.
+	setMode(t, "systemd")
+	deletePods(t, pod)
+	harness.Eventually(t, time.Minute, func() string {
+		if st := currentState(t); len(st.mpPods) != 0 || len(st.units) != 1 {
+			return "after the pod-mode workload left: " + st.String()
+		}
+		return ""
+	})
+	deletePods(t, sys)
+	expectClean(t)
+}
+
+// writerScript writes files <name>-<n> (n = 1, 2, ...) with known content into /data until
+// SIGTERM, then prints how many it wrote completely; the trap runs between commands, so the
+// last file is whole.
+func writerScript(name string) string {
+	return fmt.Sprintf(`i=0; trap 'echo "wrote=$i"; exit 0' TERM
+while true; do n=$((i+1)); printf '%s-%%06d-0123456789abcdefghijklmnopqrstuvwxyz\n' $n > /data/%s-$n || { echo "write $n failed"; exit 1; }; i=$n; sleep 0.2; done`, name, name)
+}
+
+// stopWriter stops a writer pod and returns how many files it wrote (from its log).
+func stopWriter(t *testing.T, p *corev1.Pod) int {
+	t.Helper()
+	deletePodsKeepLog := func() string {
+		var out string
+		harness.Must(t, env.c.Delete(context.Background(), p, client.GracePeriodSeconds(10)))
+		harness.Eventually(t, time.Minute, func() string {
+			var err error
+			out, err = kubectl(t, "-n", p.Namespace, "logs", p.Name)
+			if err == nil && strings.Contains(out, "wrote=") {
+				return ""
+			}
+			return fmt.Sprintf("writer %s has not reported yet: %q %v", p.Name, out, err)
+		})
+		return out
+	}
+	out := deletePodsKeepLog()
+	if strings.Contains(out, "failed") {
+		t.Errorf("writer %s: %s", p.Name, out)
+	}
+	i := strings.LastIndex(out, "wrote=")
+	n, err := strconv.Atoi(strings.TrimSpace(out[i+len("wrote="):]))
+	if err != nil {
+		t.Fatalf("writer %s log %q: %v", p.Name, out, err)
+	}
+	deletePods(t, p)
+	return n
+}
+
+// checkWriter checks that every file a writer reported is in the bucket, byte for byte.
+func checkWriter(t *testing.T, bucket, name string, n int) {
+	t.Helper()
+	if n < 5 {
+		t.Errorf("writer %s wrote only %d files", name, n)
+	}
+	keys := env.s3.ListKeys(t, bucket)
+	for i := 1; i <= n; i++ {
+		key := fmt.Sprintf("%s-%d", name, i)
+		if !slices.Contains(keys, key) {
+			t.Errorf("object %s missing (writer %s wrote %d)", key, name, n)
+			continue
+		}
+		want := fmt.Sprintf("%s-%06d-0123456789abcdefghijklmnopqrstuvwxyz\n", name, i)
+		if got := string(env.s3.GetObject(t, bucket, key)); got != want {
+			t.Errorf("object %s = %q, want %q", key, got, want)
+		}
+	}
+}
+
+// testMigration moves the node systemd→pod→systemd while writers keep writing: a writer
+// started in each mode (the first one running through both switches), every byte they wrote
+// checked in the bucket, nothing left at the end.
+func testMigration(t *testing.T) {
+	setMode(t, "systemd")
+	ns := newNamespace(t, "migration")
+	bucket := "migration-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
+	w1 := workload(t, ns, "w1", claim, podOpts{command: writerScript("w1")})
+	waitRunning(t, 2*time.Minute, w1)
+	time.Sleep(2 * time.Second)
+	setMode(t, "pod")
+	w2 := workload(t, ns, "w2", claim, podOpts{command: writerScript("w2")})
+	waitRunning(t, 2*time.Minute, w2)
+	time.Sleep(2 * time.Second)
+	setMode(t, "systemd")
+	w3 := workload(t, ns, "w3", claim, podOpts{command: writerScript("w3")})
+	waitRunning(t, 2*time.Minute, w3)
+	time.Sleep(2 * time.Second)
+	st := currentState(t)
+	if len(st.units) != 2 || len(st.mpPods) != 1 {
+		t.Errorf("want two systemd mounts (w1, w3) and one Mountpoint Pod (w2): %s", st)
+	}
+	counts := map[string]int{}
+	for _, w := range []*corev1.Pod{w1, w2, w3} {
+		counts[w.Name] = stopWriter(t, w)
+	}
+	for name, n := range counts {
+		checkWriter(t, bucket, name, n)
+	}
+	t.Logf("files written and checked: %v", counts)
+	expectClean(t)
+}
+
+// testDynamic provisions a bucket per claim with each bucketDeletionPolicy and checks what
+// deleting the claim does to the bucket.
+func testDynamic(t *testing.T) {
+	setMode(t, "systemd")
+	ns := newNamespace(t, "dynamic")
+	ctx := context.Background()
+	for _, policy := range []string{"delete", "deleteWithObjects", "retain"} {
+		t.Run(policy, func(t *testing.T) {
+			prefix := "dyn-" + strings.ToLower(policy) + "-"
+			sc := &storagev1.StorageClass{
+				ObjectMeta:    metav1.ObjectMeta{Name: ns + "-" + strings.ToLower(policy)},
+				Provisioner:   driverName,
+				Parameters:    map[string]string{"bucketDeletionPolicy": policy, "bucketNamePrefix": prefix},
+				ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
+				MountOptions:  []string{"allow-delete"},
+			}
+			harness.Must(t, env.c.Create(ctx, sc))
+			t.Cleanup(func() { _ = env.c.Delete(context.Background(), sc) })
+			pvc := &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(policy), Namespace: ns},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: ptr.To(sc.Name),
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}
+			harness.Must(t, env.c.Create(ctx, pvc))
+			p := workload(t, ns, "w-"+strings.ToLower(policy), pvc.Name, podOpts{command: "printf 'kept?\\n' > /data/obj.txt && " + idle})
+			waitRunning(t, 2*time.Minute, p)
+			harness.Must(t, env.c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc))
+			pvName := pvc.Spec.VolumeName
+			var pv corev1.PersistentVolume
+			harness.Must(t, env.c.Get(ctx, client.ObjectKey{Name: pvName}, &pv))
+			bucket := pv.Spec.CSI.VolumeAttributes["bucketName"]
+			if !strings.HasPrefix(bucket, prefix) || !env.s3.ObjectExists(t, bucket, "obj.txt") {
+				t.Fatalf("bucket %q (of PV %s) lacks the workload's object", bucket, pvName)
+			}
+			deletePods(t, p)
+			harness.Must(t, env.c.Delete(ctx, pvc))
+			switch policy {
+			case "delete":
+				// A non-empty bucket is kept and the PV stays Released, retrying, until the
+				// bucket is emptied; then it goes.
+				harness.Eventually(t, time.Minute, func() string {
+					var ev corev1.EventList
+					_ = env.c.List(ctx, &ev)
+					for _, e := range ev.Items {
+						if e.InvolvedObject.Name == pvName && strings.Contains(e.Message, "still holds objects") {
+							return ""
+						}
+					}
+					return "no event says the bucket still holds objects"
+				})
+				if !env.s3.BucketExists(t, bucket) {
+					t.Fatal("a non-empty bucket was deleted with policy delete")
+				}
+				env.s3.DeleteObject(t, bucket, "obj.txt")
+				waitPVGone(t, pvName)
+				if env.s3.BucketExists(t, bucket) {
+					t.Error("the emptied bucket was not deleted")
+				}
+			case "deleteWithObjects":
+				waitPVGone(t, pvName)
+				if env.s3.BucketExists(t, bucket) {
+					t.Error("bucket kept with policy deleteWithObjects")
+				}
+			case "retain":
+				waitPVGone(t, pvName)
+				if !env.s3.ObjectExists(t, bucket, "obj.txt") {
+					t.Error("bucket or object gone with policy retain")
+				}
+			}
+		})
+	}
+	expectClean(t)
+}
+
+func waitPVGone(t *testing.T, name string) {
+	t.Helper()
+	harness.Eventually(t, 2*time.Minute, func() string {
+		err := env.c.Get(context.Background(), client.ObjectKey{Name: name}, &corev1.PersistentVolume{})
+		if apierrors.IsNotFound(err) {
+			return ""
+		}
+		return fmt.Sprintf("PV %s still exists (%v)", name, err)
+	})
+}
+
+// testFSGroupReadOnly checks, in one mode, that a workload's fsGroup owns what it writes (as a
+// non-root user), that a read-only volumeMount and a ReadOnlyMany volume refuse writes, and
+// that the data stays readable.
+func testFSGroupReadOnly(t *testing.T, mode string) {
+	setMode(t, mode)
+	ns := newNamespace(t, "fsg-"+mode)
+	bucket := "fsg-" + mode + "-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	env.s3.PutObject(t, bucket, "seed.txt", []byte("seed\n"))
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
+	roClaim := staticVolume(t, ns, "ro", bucket, volumeOpts{accessMode: corev1.ReadOnlyMany})
+	fsg := workload(t, ns, "fsgroup", claim, podOpts{fsGroup: ptr.To[int64](3000), runAsUser: ptr.To[int64](1000)})
+	ro := workload(t, ns, "readonly", claim, podOpts{readOnly: true})
+	rox := workload(t, ns, "rox", roClaim, podOpts{})
+	waitRunning(t, 2*time.Minute, fsg, ro, rox)
+	mustRun(t)(execIn(t, fsg, "printf 'by fsgroup\\n' > /data/fsg.txt"))
+	if out := mustRun(t)(execIn(t, fsg, "stat -c '%g' /data/fsg.txt")); strings.TrimSpace(out) != "3000" {
+		t.Errorf("file group %q, want the fsGroup 3000", out)
+	}
+	for _, p := range []*corev1.Pod{ro, rox} {
+		if out, err := execIn(t, p, "printf x > /data/ro-"+p.Name+".txt"); err == nil {
+			t.Errorf("%s: a write to a read-only volume succeeded: %s", p.Name, out)
+		} else if !strings.Contains(out, "Read-only file system") {
+			t.Errorf("%s: write refused with %q, want EROFS", p.Name, out)
+		}
+		if out := mustRun(t)(execIn(t, p, "cat /data/seed.txt")); out != "seed\n" {
+			t.Errorf("%s reads %q", p.Name, out)
+		}
+	}
+	if env.s3.ObjectExists(t, bucket, "ro-readonly.txt") || env.s3.ObjectExists(t, bucket, "ro-rox.txt") {
+		t.Error("a read-only workload's write reached the bucket")
+	}
+	deletePods(t, fsg, ro, rox)
+	expectClean(t)
+}
+
+// credentialFiles returns the content of every AWS credentials file the driver wrote on the
+// node for live mounts (systemd mode's state directories, pod mode's comm directories).
+func credentialFiles(t *testing.T) string {
+	t.Helper()
+	var all strings.Builder
+	for _, pattern := range []string{
+		filepath.Join(rig.KubeletDir, "plugins", driverName, "systemd", "*", "credentials"),
+		filepath.Join(rig.KubeletDir, "pods", "*", "volumes", "kubernetes.io~empty-dir", "comm", "credentials", "credentials"),
+	} {
+		files, _ := filepath.Glob(pattern)
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			all.Write(b)
+		}
+	}
+	return all.String()
+}
+
+// testRotation mounts a volume whose credentials come from a Secret (authenticationSource:
+// secret) in both modes, replaces the Secret's keys with another account's, and waits for
+// kubelet's periodic republish to put the new keys where mount-s3 reads them.
+func testRotation(t *testing.T) {
+	ns := newNamespace(t, "rotation")
+	ctx := context.Background()
+	bucket := "rotation-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	oldKey, newKey := "ROTOLD"+strings.ToUpper(suffix()), "ROTNEW"+strings.ToUpper(suffix())
+	env.s3.CreateUser(t, oldKey, "old-secret-"+suffix(), "admin")
+	newSecret := "new-secret-" + suffix()
+	env.s3.CreateUser(t, newKey, newSecret, "admin")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vol-creds", Namespace: ns},
+		StringData: map[string]string{"access_key_id": oldKey, "secret_access_key": "old-secret-" + suffix()}}
+	harness.Must(t, env.c.Create(ctx, secret))
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{attributes: map[string]string{"authenticationSource": "secret"},
+		secretRef: &corev1.SecretReference{Name: "vol-creds", Namespace: ns}})
+	var pods []*corev1.Pod
+	for _, mode := range []string{"systemd", "pod"} {
+		setMode(t, mode)
+		p := workload(t, ns, "w-"+mode, claim, podOpts{})
+		waitRunning(t, 2*time.Minute, p)
+		pods = append(pods, p)
+	}
+	if got := credentialFiles(t); strings.Count(got, oldKey) != 2 {
+		t.Fatalf("want the old key in both mounts' credential files, got:\n%s", got)
+	}
+	secret.StringData = map[string]string{"access_key_id": newKey, "secret_access_key": newSecret}
+	harness.Must(t, env.c.Update(ctx, secret))
+	start := time.Now()
+	harness.Eventually(t, 3*time.Minute, func() string {
+		got := credentialFiles(t)
+		if strings.Count(got, newKey) == 2 && !strings.Contains(got, oldKey) {
+			return ""
+		}
+		return fmt.Sprintf("credential files not rotated yet:\n%s", got)
+	})
+	t.Logf("both mounts' credentials rotated %.0fs after the Secret changed (kubelet's republish)", time.Since(start).Seconds())
+	if strings.Contains(credentialFiles(t), "old-secret") {
+		t.Error("an old secret key is still on the node")
+	}
+	for _, p := range pods {
+		mustRun(t)(execIn(t, p, "printf ok > /data/"+p.Name))
+	}
+	deletePods(t, pods...)
+	expectClean(t)
+}
+
+// testNodePluginRestart restarts the node plugin while a systemd-mode and a pod-mode mount are
+// live: both keep working, and deleting the workloads afterwards leaves nothing (the restarted
+// plugin retires the Mountpoint Pod).
+func testNodePluginRestart(t *testing.T) {
+	ns := newNamespace(t, "restart")
+	bucket := "restart-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
+	var pods []*corev1.Pod
+	for _, mode := range []string{"systemd", "pod"} {
+		setMode(t, mode)
+		p := workload(t, ns, "w-"+mode, claim, podOpts{})
+		waitRunning(t, 2*time.Minute, p)
+		pods = append(pods, p)
+	}
+	mustRun(t)(kubectl(t, "-n", releaseNS, "delete", "pod", "-l", "app=s3-csi-node", "--wait=true"))
+	mustRun(t)(kubectl(t, "-n", releaseNS, "rollout", "status", "ds/s3-csi-node", "--timeout=2m"))
+	for _, p := range pods {
+		mustRun(t)(execIn(t, p, "printf 'after restart\\n' > /data/"+p.Name+" && cat /data/"+p.Name))
+		if got := string(env.s3.GetObject(t, bucket, p.Name)); got != "after restart\n" {
+			t.Errorf("%s after the restart: object %q", p.Name, got)
+		}
+	}
+	deletePods(t, pods...)
+	expectClean(t)
+}
+
+// testControllerBurst creates 50 workloads over 10 volumes in pod mode and restarts the
+// controller (Pod Reconciler and CSI controller) in the middle: every workload runs, with
+// exactly one attachment and one Mountpoint Pod per volume.
+func testControllerBurst(t *testing.T) {
+	setMode(t, "pod")
+	ns := newNamespace(t, "burst")
+	const volumes, perVolume = 10, 5
+	var claims []string
+	for v := 0; v < volumes; v++ {
+		bucket := fmt.Sprintf("burst-%d-%s", v, suffix())
+		env.s3.CreateBucket(t, bucket)
+		claims = append(claims, staticVolume(t, ns, fmt.Sprintf("v%d", v), bucket, volumeOpts{}))
+	}
+	var pods []*corev1.Pod
+	for i := 0; i < volumes*perVolume; i++ {
+		pods = append(pods, workload(t, ns, fmt.Sprintf("w%02d", i), claims[i%volumes], podOpts{}))
+		if i == volumes*perVolume/2 {
+			mustRun(t)(kubectl(t, "-n", releaseNS, "delete", "pod", "-l", "app=s3-csi-controller", "--wait=false"))
+		}
+	}
+	waitRunning(t, 5*time.Minute, pods...)
+	st := currentState(t)
+	if len(st.attachments) != volumes || len(st.mpPods) != volumes {
+		t.Errorf("want exactly %d attachments and Mountpoint Pods (one per volume), got %d and %d: %s", volumes, len(st.attachments), len(st.mpPods), st)
+	}
+	mustRun(t)(kubectl(t, "-n", releaseNS, "rollout", "status", "deploy/s3-csi-controller", "--timeout=2m"))
+	deletePods(t, pods...)
+	expectClean(t)
+}
+
+// testUninstall removes the driver as docs/uninstall.md says, after every workload is gone,
+// and checks what stays and what goes.
+func testUninstall(t *testing.T) {
+	expectClean(t)
+	out := mustRun(t)(kubectl(t, "get", "s3pa", "-o", "name"))
+	if strings.TrimSpace(out) != "" {
+		t.Fatalf("attachments left before uninstall: %s", out)
+	}
+	mustRun(t)(helm(t, "uninstall", release, "-n", releaseNS, "--wait"))
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: driverName}},
+	} {
+		if err := env.c.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s still exists after helm uninstall (%v)", o, o.GetName(), err)
+		}
+	}
+	harness.Eventually(t, 2*time.Minute, func() string {
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(ctx, &pods, client.InNamespace(releaseNS), client.MatchingLabels{"app": "s3-csi-node"}))
+		if len(pods.Items) > 0 {
+			return fmt.Sprintf("%d node plugin pods left", len(pods.Items))
+		}
+		return ""
+	})
+	// Kept on purpose (docs/uninstall.md): the CRD and the Mountpoint namespace.
+	mustRun(t)(kubectl(t, "get", "crd", "mountpoints3podattachments.s3.csi.scality.com"))
+	mustRun(t)(kubectl(t, "get", "namespace", mpNamespace))
+	// Step 3's removals, then step 4 on the node.
+	mustRun(t)(kubectl(t, "delete", "crd", "mountpoints3podattachments.s3.csi.scality.com"))
+	mustRun(t)(kubectl(t, "delete", "namespace", mpNamespace, "--wait=true"))
+	plugin := filepath.Join(rig.KubeletDir, "plugins", driverName)
+	if out, _ := command(t, 10*time.Second, "findmnt", "-R", plugin); strings.TrimSpace(out) != "" {
+		t.Errorf("mounts below %s after uninstall:\n%s", plugin, out)
+	}
+	if _, err := os.Stat(filepath.Join(rig.KubeletDir, "plugins_registry", driverName+"-reg.sock")); !os.IsNotExist(err) {
+		t.Errorf("the registration socket outlived the node plugin (%v): kubelet would keep it registered", err)
+	}
+	mustRun(t)(kubectl(t, "label", "nodes", "--all", "s3.csi.scality.com/mounter-"))
+	mustRun(t)(kubectl(t, "annotate", "nodes", "--all", "s3.csi.scality.com/effective-mounter-"))
+	harness.Must(t, os.RemoveAll(plugin))
+	harness.Must(t, os.RemoveAll(rig.MountS3InstallDir))
+	harness.Eventually(t, time.Minute, func() string {
+		out, _ := kubectl(t, "get", "csinode", rig.NodeName, "-o", "jsonpath={.spec.drivers[*].name}")
+		if strings.Contains(out, driverName) {
+			return "kubelet still lists the driver in CSINode"
+		}
+		return ""
+	})
+}

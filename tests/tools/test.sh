@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# test.sh — what `make test` runs: every stage in order, then a table of how long each took
+# (bin/timings.tsv; the cluster suite adds a line per step). It stops at the first failing
+# stage and exits non-zero; the table is printed either way.
+#
+#   tools     make -j2 build tools: the project's binaries and the pinned tools (bin/)
+#   verify    make verify: generated files, gofmt, go mod tidy, vet
+#   cluster-tools (in the background from here on) Kubernetes binaries, e2e.test,
+#             csi-provisioner, containerd & co: the cluster suite's needs
+#   go-test   go test -race of every package but tests/cluster (unit, envtest, real systemd,
+#             FUSE, csi-sanity, helm suites)
+#   fuzz      each fuzz target for FUZZ_TIME
+#   cluster   the cluster suite (tests/cluster) on a real single-node cluster: the upstream
+#             storage e2e suites in both modes and the project's scenarios
+set -u
+cd "$(dirname "$0")/../.."
+export PATH="/usr/local/go/bin:$PATH"
+make="make --no-print-directory"
+timings=bin/timings.tsv
+mkdir -p bin
+: >"$timings"
+start_all=$(date +%s.%N)
+
+now() { date +%s.%N; }
+record() { # name start status
+	awk -v n="$1" -v s="$2" -v e="$(now)" -v r="$3" 'BEGIN { printf "%s\t%.1f\t%s\n", n, e - s, (r == 0 ? "ok" : "FAIL") }' >>"$timings"
+}
+table() {
+	echo
+	echo "== timings (seconds) =="
+	awk -F'\t' '{ printf "%-50s %8s  %s\n", $1, $2, $3 }' "$timings"
+	awk -v s="$start_all" -v e="$(now)" 'BEGIN { printf "%-50s %8.1f\n", "total (wall)", e - s }'
+}
+fail() {
+	table
+	echo "make test: stage $1 failed" >&2
+	exit 1
+}
+stage() { # name cmd...
+	local name=$1 s rc
+	shift
+	echo "== $name: $*"
+	s=$(now)
+	"$@"
+	rc=$?
+	record "$name" "$s" "$rc"
+	[ "$rc" = 0 ] || fail "$name"
+}
+
+stage tools $make -j2 build tools
+stage verify $make verify
+
+# The cluster suite's tools build while the other suites run (they mostly wait on processes).
+s=$(now)
+$make cluster-tools >bin/cluster-tools.log 2>&1 &
+tools_pid=$!
+
+pkgs=$(go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
+# shellcheck disable=SC2086 # a list of packages
+stage go-test go test -race -count=1 -timeout 25m $pkgs
+stage fuzz $make test-fuzz
+
+echo "== cluster-tools: waiting for the background build (log: bin/cluster-tools.log)"
+wait "$tools_pid"
+rc=$?
+record cluster-tools "$s" "$rc"
+if [ "$rc" != 0 ]; then
+	tail -50 bin/cluster-tools.log
+	fail cluster-tools
+fi
+stage cluster $make test-cluster-run
+table
