@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"flag"
-	"strings"
+	"regexp"
 	"testing"
 )
 
-var only = flag.String("only", "", "run only the steps whose name contains this (for development; the chart is installed anyway)")
+var only = flag.String("only", "", "run only the steps whose name matches this regular expression (for development; the chart is installed anyway)")
 
 // TestCluster is the whole suite, in order: the chart is installed once, the upstream storage
 // e2e suites run in systemd mode then in pod mode, then the project's scenarios, and finally
@@ -32,7 +32,7 @@ func TestCluster(t *testing.T) {
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {
-		if *only != "" && s.name != "install" && !strings.Contains(s.name, *only) {
+		if *only != "" && s.name != "install" && !regexp.MustCompile(*only).MatchString(s.name) {
 			continue
 		}
 		ok := t.Run(s.name, func(t *testing.T) {

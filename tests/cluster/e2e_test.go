@@ -38,6 +38,8 @@ var e2eSkip = []struct{ re, reason string }{
 	{`volumeIO.*should write files of various sizes, verify size, validate content`, "appends to an existing file: mount-s3 writes whole objects sequentially"},
 	{`provisioning should provision storage with any volume data source`,
 		"volume populators: the spec deploys the hello-populator image (kubernetes-csi/lib-volume-populator), which the module proxy does not serve, so it cannot be built here; it tests the populator, the driver only gets a plain CreateVolume"},
+	{`provisioning should provision storage with mount options`,
+		"the spec looks for every StorageClass mount option in the kernel's mount table; mount-s3's options (allow-delete, file-mode=...) configure the FUSE daemon and never appear there. Every other spec mounts with this StorageClass's options"},
 	{`\[Disruptive\]|\[Serial\].*kubelet`, "disruptive specs restart kubelet through SSH or nsenter into PID 1's namespaces, which this machine does not allow"},
 }
 

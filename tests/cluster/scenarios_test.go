@@ -374,11 +374,11 @@ func testRotation(t *testing.T) {
 	bucket := "rotation-" + suffix()
 	env.s3.CreateBucket(t, bucket)
 	oldKey, newKey := "ROTOLD"+strings.ToUpper(suffix()), "ROTNEW"+strings.ToUpper(suffix())
-	env.s3.CreateUser(t, oldKey, "old-secret-"+suffix(), "admin")
-	newSecret := "new-secret-" + suffix()
+	oldSecret, newSecret := "old-secret-"+suffix(), "new-secret-"+suffix()
+	env.s3.CreateUser(t, oldKey, oldSecret, "admin")
 	env.s3.CreateUser(t, newKey, newSecret, "admin")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vol-creds", Namespace: ns},
-		StringData: map[string]string{"access_key_id": oldKey, "secret_access_key": "old-secret-" + suffix()}}
+		StringData: map[string]string{"access_key_id": oldKey, "secret_access_key": oldSecret}}
 	harness.Must(t, env.c.Create(ctx, secret))
 	claim := staticVolume(t, ns, "data", bucket, volumeOpts{attributes: map[string]string{"authenticationSource": "secret"},
 		secretRef: &corev1.SecretReference{Name: "vol-creds", Namespace: ns}})
@@ -403,7 +403,7 @@ func testRotation(t *testing.T) {
 		return fmt.Sprintf("credential files not rotated yet:\n%s", got)
 	})
 	t.Logf("both mounts' credentials rotated %.0fs after the Secret changed (kubelet's republish)", time.Since(start).Seconds())
-	if strings.Contains(credentialFiles(t), "old-secret") {
+	if strings.Contains(credentialFiles(t), oldSecret) {
 		t.Error("an old secret key is still on the node")
 	}
 	for _, p := range pods {
