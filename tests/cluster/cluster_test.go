@@ -44,4 +44,3 @@ func TestCluster(t *testing.T) {
 		}
 	}
 }
-
