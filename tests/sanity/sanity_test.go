@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
 	"github.com/s3csi/s3-csi-driver/tests/harness"
