@@ -67,15 +67,14 @@ func NewControllerServer(cfg ControllerConfig) (*ControllerServer, error) {
 	return &ControllerServer{cfg: cfg}, nil
 }
 
-// ControllerGetCapabilities advertises CREATE_DELETE_VOLUME (buckets need no attach step, have
-// no capacity to report, expand or snapshot) and SINGLE_NODE_MULTI_WRITER, so Kubernetes asks
-// for ReadWriteOnce as SINGLE_NODE_MULTI_WRITER and ReadWriteOncePod as
-// SINGLE_NODE_SINGLE_WRITER (both accepted, see accessMode).
+// ControllerGetCapabilities advertises CREATE_DELETE_VOLUME only: buckets need no attach step,
+// have no capacity to report, expand or snapshot. SINGLE_NODE_MULTI_WRITER is not advertised
+// (see NodeGetCapabilities), so Kubernetes asks for ReadWriteOnce and ReadWriteOncePod as
+// SINGLE_NODE_WRITER, which is accepted like every other filesystem mode (accessMode).
 func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{
-		{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}}},
-		{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}}},
-	}}, nil
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
+		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
+	}}}, nil
 }
 
 // CreateVolume creates the bucket of volume req.Name (see s3.BucketName) and marks it with the

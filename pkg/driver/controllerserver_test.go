@@ -369,7 +369,7 @@ func TestControllerGetCapabilities(t *testing.T) {
 	for _, c := range resp.GetCapabilities() {
 		got = append(got, c.GetRpc().GetType())
 	}
-	if d := cmp.Diff([]csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}, got); d != "" {
+	if d := cmp.Diff([]csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}, got); d != "" {
 		t.Errorf("capabilities (-want +got):\n%s", d)
 	}
 }

@@ -58,14 +58,17 @@ func NewNodeServer(cfg NodeConfig, m mounter.Mounter) (*NodeServer, error) {
 	return &NodeServer{cfg: cfg, mounter: m}, nil
 }
 
-// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP (the workload's fsGroup is applied through
-// mount-s3 options, in both mount modes, instead of kubelet's recursive chown) and
-// SINGLE_NODE_MULTI_WRITER (the single-node access modes are all accepted, see accessMode).
+// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP: the workload's fsGroup is applied through
+// mount-s3 options (in both mount modes) instead of kubelet's recursive chown.
+//
+// SINGLE_NODE_MULTI_WRITER is deliberately not advertised: with it, the CSI spec requires
+// refusing a SINGLE_NODE_SINGLE_WRITER volume already published at another target of the node,
+// which the plugin cannot know across restarts; Kubernetes enforces ReadWriteOncePod itself
+// (scheduler and kubelet) and sends SINGLE_NODE_WRITER for it without the capability.
 func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
-		{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}}},
-		{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}}},
-	}}, nil
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
+		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}},
+	}}}, nil
 }
 
 // NodeGetInfo returns the node id and the volume limit.

@@ -73,7 +73,7 @@ func TestHostileRequests(t *testing.T) {
 			r.VolumeCapability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
 		}), "volume_capability.access_type"},
 		{"single-node writer", pub(func(r *csi.NodePublishVolumeRequest) {
-			r.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+			r.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER
 		}), "volume_capability.access_mode"},
 		{"missing bucket", pub(func(r *csi.NodePublishVolumeRequest) { delete(r.VolumeContext, "bucketName") }), "volume_context.bucketName"},
 		{"uppercase bucket", pub(func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["bucketName"] = "Victim" }), "volume_context.bucketName"},

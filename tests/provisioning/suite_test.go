@@ -127,9 +127,8 @@ func TestIdentity(t *testing.T) {
 		t.Fatalf("GetPluginCapabilities = %v, %v; want CONTROLLER_SERVICE only", caps, err)
 	}
 	ccaps, err := e.ctrl.Controller.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
-	if err != nil || len(ccaps.GetCapabilities()) != 2 || ccaps.GetCapabilities()[0].GetRpc().GetType() != csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME ||
-		ccaps.GetCapabilities()[1].GetRpc().GetType() != csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER {
-		t.Fatalf("ControllerGetCapabilities = %v, %v; want CREATE_DELETE_VOLUME and SINGLE_NODE_MULTI_WRITER", ccaps, err)
+	if err != nil || len(ccaps.GetCapabilities()) != 1 || ccaps.GetCapabilities()[0].GetRpc().GetType() != csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME {
+		t.Fatalf("ControllerGetCapabilities = %v, %v; want CREATE_DELETE_VOLUME only", ccaps, err)
 	}
 	// No Node service in controller mode.
 	_, err = csi.NewNodeClient(e.ctrl.Conn()).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})

@@ -21,10 +21,10 @@ import (
 // Every other Identity, Controller and Node spec runs. Specs for capabilities the driver does
 // not advertise skip themselves: ListVolumes, GetCapacity, ControllerPublish/Unpublish, the
 // controller "volume lifecycle", snapshots, cloning, expansion, ModifyVolume, volume health
-// (controller: CREATE_DELETE_VOLUME and SINGLE_NODE_MULTI_WRITER only), and NodeStage/Unstage,
-// NodeGetVolumeStats, NodeExpandVolume (node: VOLUME_MOUNT_GROUP and SINGLE_NODE_MULTI_WRITER
-// only). Requests go to the driver as csi-sanity makes them (SINGLE_NODE_WRITER volumes: every
-// access mode Kubernetes uses is accepted). The
+// (controller: CREATE_DELETE_VOLUME only), and NodeStage/Unstage, NodeGetVolumeStats,
+// NodeExpandVolume, the single-node-multi-writer specs (node: VOLUME_MOUNT_GROUP only). Requests
+// go to the driver as csi-sanity makes them (SINGLE_NODE_WRITER volumes: every access mode
+// Kubernetes uses is accepted). The
 // Node Service "should work"/"should be idempotent" specs skip themselves because they look for
 // CONTROLLER_SERVICE on the node's socket, which (correctly) serves no Controller service.
 // CreateVolume "with already existing name and different capacity" skips itself because the
