@@ -241,7 +241,7 @@ K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 # packages they share compile once, and the linkers run in parallel.
 $(K8S_BINS) &: $(call tool-stamp,k8s,$(K8S_VERSION)) $(K8S_MOD_DIR)/go.mod $(K8S_MOD_DIR)/go.sum
 	@set -e; mkdir -p $(ENVTEST_ASSETS); \
-	if ! grep -q '^require k8s.io/kubernetes $(K8S_VERSION)$$' $(K8S_MOD_DIR)/go.mod; then \
+	if ! grep -Eq '^(require[[:space:]]+|[[:space:]]+)k8s\.io/kubernetes $(K8S_VERSION)$$' $(K8S_MOD_DIR)/go.mod; then \
 		echo "tools.mk: $(K8S_MOD_DIR)/go.mod does not require k8s.io/kubernetes $(K8S_VERSION);" \
 			"run 'make tools-k8s-mod K8S_VERSION=$(K8S_VERSION)'" >&2; exit 1; \
 	fi; \
@@ -266,7 +266,7 @@ $(E2E_TEST): $(call tool-stamp,k8s,$(K8S_VERSION)) $(K8S_MOD_DIR)/go.mod $(K8S_M
 # csi-provisioner from its wrapper module (go install refuses a module with replace lines).
 $(CSI_PROVISIONER): $(call tool-stamp,csi-provisioner,$(CSI_PROVISIONER_VERSION)) $(CSI_PROVISIONER_MOD_DIR)/go.mod $(CSI_PROVISIONER_MOD_DIR)/go.sum
 	@set -e; \
-	if ! grep -q '^require github.com/kubernetes-csi/external-provisioner/v6 $(CSI_PROVISIONER_VERSION)$$' $(CSI_PROVISIONER_MOD_DIR)/go.mod; then \
+	if ! grep -Eq '^(require[[:space:]]+|[[:space:]]+)github\.com/kubernetes-csi/external-provisioner/v6 $(CSI_PROVISIONER_VERSION)$$' $(CSI_PROVISIONER_MOD_DIR)/go.mod; then \
 		echo "tools.mk: $(CSI_PROVISIONER_MOD_DIR)/go.mod does not require csi-provisioner $(CSI_PROVISIONER_VERSION)" >&2; exit 1; \
 	fi; \
 	tmp=$$(mktemp -d $(TOOLS_BIN)/.tmp-prov.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
