@@ -23,6 +23,9 @@ type Request struct {
 	PVName            string
 	WorkloadPodUID    string
 	WorkloadNamespace string
+	// WorkloadPodName is the workload pod's name (kubelet's podInfoOnMount), for the Events the
+	// node plugin reports on it; empty when kubelet did not send it.
+	WorkloadPodName string
 	// Bucket is the S3 bucket to mount.
 	Bucket string
 	// Target is the validated, absolute target path.
@@ -80,3 +83,27 @@ var ErrInvalidRequest = errors.New("invalid mount request")
 
 // ErrMountFailed is wrapped when mount-s3 ran and failed; the error text carries its output.
 var ErrMountFailed = errors.New("mount-s3 failed")
+
+// Target is a published target as a mount mode records it, for the node plugin's own checks
+// and repairs (outside kubelet's calls).
+type Target struct {
+	// Path is the target path.
+	Path     string
+	VolumeID string
+	// The workload pod (for Events); any may be empty when kubelet did not send it.
+	WorkloadPodUID, WorkloadPodName, WorkloadNamespace string
+}
+
+// Repairer is implemented by a mount mode that can list the targets it published and mount one
+// of them again, from its own records, when its mount died or vanished.
+type Repairer interface {
+	// Targets lists the targets published and not unpublished yet.
+	Targets() []Target
+	// Recorded reports whether target is still published (Targets may be stale by the time a
+	// caller looks at one).
+	Recorded(target string) bool
+	// Repair mounts target again if its mount is dead or gone, and reports whether it did; a
+	// live mount, or a target it has no record of, is left alone. Mount's rules apply: on
+	// success the new mount answers.
+	Repair(ctx context.Context, target string) (bool, error)
+}

@@ -44,20 +44,23 @@ func NewRouterWithTable(systemd, pod Mounter, why map[Mode]string, mode func() M
 }
 
 // Classify reports which mode made the mount at target; mounted is false when no mount-s3 mount
-// (healthy or corrupted) is there.
+// (live or dead) is there. It reads only the mount table: it never touches the target, so a
+// daemon that does not answer cannot block it.
 func (r *Router) Classify(target string) (mode Mode, mounted bool, err error) {
-	state, entry, err := r.table.Inspect(target)
-	if err != nil {
-		return "", false, err
-	}
-	if (state != mounttable.Mounted && state != mounttable.Corrupted) || !mounttable.IsMountS3(entry) {
-		return "", false, nil
-	}
 	entries, err := r.table.List()
 	if err != nil {
 		return "", false, err
 	}
-	return r.classify(entry, entries), true, nil
+	var top *mounttable.Entry
+	for i := range entries {
+		if entries[i].MountPoint == target && !mounttable.IsGuard(&entries[i]) {
+			top = &entries[i]
+		}
+	}
+	if !mounttable.IsMountS3(top) {
+		return "", false, nil
+	}
+	return r.classify(top, entries), true, nil
 }
 
 func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) Mode {
@@ -131,7 +134,7 @@ func (r *Router) Unmount(ctx context.Context, target string) error {
 		if l, ok := r.systemd.(Leftovers); ok && l.HasLeftovers(target) {
 			return r.systemd.Unmount(ctx, target)
 		}
-		return r.removeTarget(target)
+		return r.removeTarget(ctx, target)
 	}
 	impl, err := r.impl(m)
 	if err != nil {
@@ -141,20 +144,26 @@ func (r *Router) Unmount(ctx context.Context, target string) error {
 }
 
 // removeTarget removes a target that holds no mount-s3 mount: nothing when it is gone, an error
-// when something else is mounted there (never unmount what is not ours), and the directory only
-// when empty (never anything recursively).
-func (r *Router) removeTarget(target string) error {
-	state, entry, err := r.table.Inspect(target)
+// when something else is mounted there (never unmount what is not ours), the guard a publish
+// left (through pod mode, which can unmount: systemd mode's guards always come with state, see
+// Leftovers), and the directory only when empty (never anything recursively).
+func (r *Router) removeTarget(ctx context.Context, target string) error {
+	entries, err := r.table.List()
 	if err != nil {
 		return err
 	}
-	switch state {
-	case mounttable.NotFound:
-		return nil
-	case mounttable.Mounted, mounttable.Corrupted:
-		if entry != nil {
-			return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", ErrTargetInUse, target, entry.FsType, entry.Source)
+	for i := range entries {
+		e := &entries[i]
+		if e.MountPoint != target {
+			continue
 		}
+		if !mounttable.IsGuard(e) {
+			return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", ErrTargetInUse, target, e.FsType, e.Source)
+		}
+		if r.pod == nil {
+			return fmt.Errorf("%w: %s holds the driver's guard but pod mode, which unmounts it here, is not available: %s", ErrUnavailable, target, r.unavailable[ModePod])
+		}
+		return r.pod.Unmount(ctx, target)
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
 		klog.InfoS("Target directory not removed", "target", target, "err", err)

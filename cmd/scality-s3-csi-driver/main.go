@@ -53,6 +53,9 @@ type options struct {
 	systemdMounter      bool
 	healthAddress       string
 	registrationPath    string
+	healthTimeout       time.Duration
+	healthInterval      time.Duration
+	mountPath           string
 	metricsAddress      string
 	emptyBucketBudget   time.Duration
 	showVersion         bool
@@ -72,6 +75,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")
 	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
 	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
+	fs.StringVar(&o.mountPath, "mount-path", "/bin/mount", "host path of mount(8), run by each mount unit to mount the guard under mount-s3's mount (systemd mount mode)")
 	fs.StringVar(&o.kubeletPath, "kubelet-path", "/var/lib/kubelet", "kubelet root directory; the plugin must see it at the same path as the host")
 	fs.StringVar(&o.s3EndpointURL, "s3-endpoint-url", os.Getenv("AWS_ENDPOINT_URL"), "S3 endpoint URL given to mount-s3 (default $AWS_ENDPOINT_URL; empty: mount-s3's default AWS endpoint)")
 	fs.StringVar(&o.s3Region, "s3-region", envOr("AWS_REGION", "us-east-1"), "S3 region given to mount-s3 (default $AWS_REGION, else us-east-1)")
@@ -88,6 +92,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.systemdMounter, "systemd-mounter", true, "node mode: run systemd mode (mount-s3 as transient units over --systemd-socket); false on clusters where no node uses systemd mode, so the plugin never dials systemd")
 	fs.StringVar(&o.healthAddress, "health-address", "", "node mode: address of /healthz, the plugin's own Probe for kubelet's liveness probe, e.g. :9808 (none when empty: the livenessprobe sidecar serves it)")
 	fs.StringVar(&o.registrationPath, "kubelet-registration-path", "", "node mode: register with kubelet by itself (no node-driver-registrar): the host path of the CSI socket as kubelet sees it, e.g. /var/lib/kubelet/plugins/s3.csi.scality.com/csi.sock; the registration socket goes to <kubelet-path>/plugins_registry (none when empty)")
+	fs.DurationVar(&o.healthTimeout, "health-timeout", 5*time.Second, "node mode: how long mount-s3 has to answer a liveness check (statfs) before its mount counts as dead")
+	fs.DurationVar(&o.healthInterval, "health-check-interval", 2*time.Second, "node mode: how often every published mount is checked, and a dead one mounted again, without waiting for kubelet")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
@@ -109,7 +115,7 @@ func (o *options) validate() error {
 	if o.registrationPath != "" && !filepath.IsAbs(o.registrationPath) {
 		errs = append(errs, fmt.Errorf("--kubelet-registration-path must be an absolute path, not %q", o.registrationPath))
 	}
-	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--systemd-socket": o.systemdSocket} {
+	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--mount-path": o.mountPath, "--systemd-socket": o.systemdSocket} {
 		if !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("%s must be an absolute path, not %q", name, p))
 		}
@@ -132,8 +138,8 @@ func (o *options) validate() error {
 	if _, err := mounter.ParseMode(o.defaultMounter); err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
 	}
-	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 {
-		errs = append(errs, errors.New("--pod-sweep-interval and --api-timeout must be positive"))
+	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval <= 0 {
+		errs = append(errs, errors.New("--pod-sweep-interval, --api-timeout, --health-timeout and --health-check-interval must be positive"))
 	}
 	if o.s3CABundle != "" && !filepath.IsAbs(o.s3CABundle) {
 		errs = append(errs, fmt.Errorf("--s3-ca-bundle must be an absolute path, not %q", o.s3CABundle))
@@ -225,6 +231,9 @@ func run(ctx context.Context, o options) error {
 		DisableSystemdMode:   !o.systemdMounter,
 		HealthAddress:        o.healthAddress,
 		RegistrationEndpoint: o.registrationPath,
+		HealthTimeout:        o.healthTimeout,
+		HealthCheckInterval:  o.healthInterval,
+		MountPath:            o.mountPath,
 		MetricsAddress:       o.metricsAddress,
 	})
 }

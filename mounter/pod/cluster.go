@@ -38,7 +38,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every relevant event
-	onPod   func(name string, pod *corev1.Pod)
+	onPod   []func(name string, pod *corev1.Pod)
 }
 
 // NewCluster returns a Cluster for node, watching Mountpoint Pods in namespace. The attachment
@@ -80,8 +80,10 @@ func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string) (
 }
 
 // OnMountpointPod registers f to run on every add, update (pod set) or delete (pod nil) of one of
-// this node's Mountpoint Pods (the unmounter uses it). Call before Start.
-func (c *Cluster) OnMountpointPod(f func(name string, pod *corev1.Pod)) { c.onPod = f }
+// this node's Mountpoint Pods (the unmounter and the mount monitor use it). Call before Start.
+func (c *Cluster) OnMountpointPod(f func(name string, pod *corev1.Pod)) {
+	c.onPod = append(c.onPod, f)
+}
 
 // Start runs the informers until ctx ends and returns once they have synced.
 func (c *Cluster) Start(ctx context.Context) error {
@@ -114,17 +116,16 @@ func (c *Cluster) event(o any, deleted bool) {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
-	if c.onPod == nil {
-		return
-	}
 	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = t.Obj
 	}
 	if p, ok := o.(*corev1.Pod); ok {
-		if deleted {
-			c.onPod(p.Name, nil)
-		} else {
-			c.onPod(p.Name, p)
+		for _, f := range c.onPod {
+			if deleted {
+				f(p.Name, nil)
+			} else {
+				f(p.Name, p)
+			}
 		}
 	}
 }

@@ -4,22 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
 // mountFUSE opens /dev/fuse and mounts it at source, returning the fd the Mountpoint Pod will
 // serve. The mount is owned by root (user_id=0) and checked by the kernel against the file
 // modes mount-s3 reports (default_permissions); allow_other is set when the options let users
-// other than the mount owner in (--allow-other, or --allow-root, which mount-s3 narrows to root
-// and its own user). The caller closes the fd.
-func mountFUSE(source string, args mountargs.Args, readOnly bool) (*os.File, error) {
+// other than the mount owner in (allowOther: --allow-other, or --allow-root, which mount-s3
+// narrows to root and its own user). The caller closes the fd.
+func mountFUSE(source string, allowOther, readOnly bool) (*os.File, error) {
 	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open /dev/fuse: %w", err)
@@ -29,7 +26,7 @@ func mountFUSE(source string, args mountargs.Args, readOnly bool) (*os.File, err
 		flags |= unix.MS_RDONLY
 	}
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions", f.Fd())
-	if args.Has("allow-other") || args.Has("allow-root") {
+	if allowOther {
 		opts += ",allow_other"
 	}
 	if err := unix.Mount(mounttable.FSName, source, "fuse", flags, opts); err != nil {
@@ -62,11 +59,15 @@ func unmount(path string, flags int) error {
 	return nil
 }
 
-// abortConnection aborts the FUSE connection of a mount (identified by its device minor), which
-// fails every request still waiting for a daemon that will never answer.
-func abortConnection(minor int) {
-	p := filepath.Join("/sys/fs/fuse/connections", strconv.Itoa(minor), "abort")
-	_ = os.WriteFile(p, []byte("1"), 0)
+// mountGuard mounts the driver's guard (mounttable.GuardSource) at target: an empty read-only
+// tmpfs under the bind, so that the target never shows the node's disk while no live mount is
+// on it.
+func mountGuard(target string) error {
+	flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+	if err := unix.Mount(mounttable.GuardSource, target, "tmpfs", flags, mounttable.GuardOptions); err != nil {
+		return fmt.Errorf("mount the guard at %s: %w", target, err)
+	}
+	return nil
 }
 
 // bindsOf lists the workload bind mounts of source: the mount points below podsDir (kubelet's

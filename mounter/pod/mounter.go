@@ -19,15 +19,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mountoptions"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
@@ -36,13 +39,15 @@ import (
 type Config struct {
 	// KubeletPath is the kubelet root; the plugin sees it at the host path.
 	KubeletPath string
+	// Health judges mounts (default: a Checker with mounthealth's default deadline).
+	Health *mounthealth.Checker
 }
 
 // Mounter mounts volumes through Mountpoint Pods.
 type Mounter struct {
 	paths   paths
 	cluster *Cluster
-	table   mounttable.Table
+	health  *mounthealth.Checker
 	locks   keyedMutex
 	// unbound is called with a Mountpoint Pod name after a workload's bind mount of it is gone,
 	// so a pending needs-unmount can proceed without waiting for the next sweep.
@@ -56,7 +61,11 @@ func New(cfg Config, cluster *Cluster) (*Mounter, error) {
 	if cfg.KubeletPath == "" || cluster == nil {
 		return nil, errors.New("pod mounter: kubelet path and cluster are required")
 	}
-	return &Mounter{paths: paths{kubelet: cfg.KubeletPath}, cluster: cluster}, nil
+	health := cfg.Health
+	if health == nil {
+		health = &mounthealth.Checker{}
+	}
+	return &Mounter{paths: paths{kubelet: cfg.KubeletPath}, cluster: cluster, health: health}, nil
 }
 
 // Check reports whether the informers are usable (Probe).
@@ -68,16 +77,13 @@ func (m *Mounter) Check(ctx context.Context) error {
 }
 
 // Mount implements mounter.Mounter: wait for the workload's Mountpoint Pod, refresh its
-// credentials, mount FUSE at the pod's source and hand it over (first workload only), then
-// bind-mount the source at the target. Idempotent; on failure the target is as it was and a
-// source mount made by this call is undone.
+// credentials, mount FUSE at the pod's source and hand it over (first workload, or when the
+// shared mount died), then bind-mount the source at the target over the driver's guard.
+// Idempotent; a dead bind (its Mountpoint Pod's mount-s3 died) is replaced; on failure the
+// target is as it was and a source mount made by this call is undone.
 func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	if req.WorkloadPodUID == "" || req.PVName == "" {
 		return fmt.Errorf("%w: pod mode needs the workload pod UID and PV name (kubelet's target path layout or podInfoOnMount)", mounter.ErrInvalidRequest)
-	}
-	state, entry, err := m.table.Inspect(req.Target)
-	if err != nil {
-		return err
 	}
 	waitCtx, cancel := withMargin(ctx, time.Second)
 	defer cancel()
@@ -105,68 +111,105 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		}
 		env = append(env, credEnv...)
 	}
-	if err := m.ensureSource(ctx, req, pod, source, comm, env); err != nil {
+	args := req.Args.Clone()
+	if !req.VolumeReadOnly {
+		args.Remove("read-only") // a shared mount is read-only only when the volume is; workloads get read-only binds
+	}
+	src := sourceRecord{Bucket: req.Bucket, Args: args.List(), Env: env, ReadOnly: req.VolumeReadOnly}
+	if err := m.ensureSource(ctx, pod, source, comm, src); err != nil {
 		return err
 	}
-	switch state {
-	case mounttable.Mounted:
-		if !mounttable.IsMountS3(entry) {
-			return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, req.Target, entry.FsType, entry.Source)
-		}
-		binds, err := bindsOf(m.table, source, m.paths.pods())
+	if err := writeJSON(m.paths.sourceRecord(mp), src); err != nil {
+		return err
+	}
+	return m.bindTarget(ctx, source, targetRecord{Target: req.Target, MountpointPod: mp, VolumeID: req.VolumeID, ReadOnly: req.ReadOnly,
+		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace})
+}
+
+// bindTarget makes rec.Target a bind of source over the driver's guard: nothing to do when it
+// already is one; a dead bind is replaced.
+func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecord) error {
+	target := rec.Target
+	r, err := m.health.Check(ctx, target)
+	if err != nil {
+		return err
+	}
+	switch r.State {
+	case mounthealth.Live:
+		binds, err := bindsOf(m.health.Table, source, m.paths.pods())
 		if err != nil {
 			return err
 		}
-		for _, b := range binds {
-			if b == req.Target {
-				return nil // already published: credentials refreshed above
-			}
+		if !slices.Contains(binds, target) {
+			return fmt.Errorf("%w: %s holds a mount-s3 mount that is not Mountpoint Pod %s's", mounter.ErrTargetInUse, target, rec.MountpointPod)
 		}
-		return fmt.Errorf("%w: %s holds a mount-s3 mount that is not Mountpoint Pod %s's", mounter.ErrTargetInUse, req.Target, mp)
-	case mounttable.Corrupted:
-		if err := unmount(req.Target, 0); err != nil {
-			return err
+		return writeJSON(m.paths.targetRecord(target), rec) // already published: credentials refreshed
+	case mounthealth.Foreign:
+		return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
+	case mounthealth.Dead:
+		klog.InfoS("Target holds a dead mount; binding the shared mount again", "target", target, "mountpointPod", rec.MountpointPod, "cause", r.Cause)
+		for _, e := range r.Ours {
+			if mounttable.IsGuard(&e) {
+				break
+			}
+			if err := unmount(target, unix.MNT_DETACH); err != nil {
+				return fmt.Errorf("remove the dead mount: %w", err)
+			}
 		}
 	}
 	created := false
-	if err := os.Mkdir(req.Target, 0o755); err == nil {
+	if err := os.Mkdir(target, 0o755); err == nil {
 		created = true
 	} else if !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create target directory: %w", err)
 	}
-	if err := bindMount(source, req.Target, req.ReadOnly); err != nil {
+	guarded := r.Guarded
+	if !guarded {
+		if err := mountGuard(target); err != nil {
+			if created {
+				os.Remove(target)
+			}
+			return err
+		}
+	}
+	if err := bindMount(source, target, rec.ReadOnly); err != nil {
+		if !guarded {
+			_ = unmount(target, 0)
+		}
 		if created {
-			os.Remove(req.Target)
+			os.Remove(target)
 		}
 		return err
 	}
-	klog.V(2).InfoS("Published through Mountpoint Pod", "target", req.Target, "mountpointPod", mp, "volumeID", req.VolumeID)
+	if err := writeJSON(m.paths.targetRecord(target), rec); err != nil {
+		return err
+	}
+	klog.V(2).InfoS("Published through Mountpoint Pod", "target", target, "mountpointPod", rec.MountpointPod, "volumeID", rec.VolumeID)
 	return nil
 }
 
 // ensureSource makes sure the Mountpoint Pod serves the bucket at source: nothing to do when it
-// already does; otherwise mount FUSE, send the options and the fd, and wait until mount-s3
-// answers (or reports an error in mount.err).
-func (m *Mounter) ensureSource(ctx context.Context, req mounter.Request, pod *corev1.Pod, source, comm string, env []string) error {
-	state, _, err := m.table.Inspect(source)
+// already does; otherwise (no mount yet, or a dead one: the pod's mount-s3 died) mount FUSE,
+// send the options and the fd, and wait until mount-s3 answers (or reports an error in
+// mount.err).
+func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, comm string, src sourceRecord) error {
+	r, err := m.health.Check(ctx, source)
 	if err != nil {
 		return err
 	}
-	switch state {
-	case mounttable.Mounted:
+	switch r.State {
+	case mounthealth.Live:
 		return nil
-	case mounttable.Corrupted:
-		klog.InfoS("Shared mount is corrupted, mounting it again", "source", source, "mountpointPod", pod.Name)
-		if err := m.unmountSource(source); err != nil {
+	case mounthealth.Dead:
+		klog.InfoS("Shared mount is dead, handing a new one to the Mountpoint Pod", "source", source, "mountpointPod", pod.Name, "cause", r.Cause)
+		if err := m.unmountSource(ctx, source); err != nil {
 			return err
 		}
+	case mounthealth.Foreign:
+		return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, source, r.Entry.FsType, r.Entry.Source)
 	}
 	if err := os.MkdirAll(source, 0o755); err != nil {
 		return fmt.Errorf("create source directory: %w", err)
-	}
-	args := req.Args.Clone()
-	if !req.VolumeReadOnly {
-		args.Remove("read-only") // a shared mount is read-only only when the volume is; workloads get read-only binds
 	}
 	_ = os.Remove(filepath.Join(comm, commError))
 	errWatch, err := watchFile(comm, commError)
@@ -174,20 +217,21 @@ func (m *Mounter) ensureSource(ctx context.Context, req mounter.Request, pod *co
 		return err
 	}
 	defer errWatch.Close()
-	fuse, err := mountFUSE(source, args, req.VolumeReadOnly)
+	allowOther := slices.ContainsFunc(src.Args, func(a string) bool { return a == "--allow-other" || a == "--allow-root" })
+	fuse, err := mountFUSE(source, allowOther, src.ReadOnly)
 	if err != nil {
 		return err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			if err := m.unmountSource(source); err != nil {
+			if err := m.unmountSource(context.WithoutCancel(ctx), source); err != nil {
 				klog.ErrorS(err, "Cleanup of a failed shared mount", "source", source)
 			}
 		}
 	}()
 	start := time.Now()
-	sendErr := mountoptions.Send(ctx, filepath.Join(comm, commSocket), mountoptions.Options{BucketName: req.Bucket, Args: args.List(), Env: env}, int(fuse.Fd()))
+	sendErr := mountoptions.Send(ctx, filepath.Join(comm, commSocket), mountoptions.Options{BucketName: src.Bucket, Args: src.Args, Env: src.Env}, int(fuse.Fd()))
 	fuse.Close() // the pod holds its own copy now (or never will)
 	if sendErr != nil {
 		return fmt.Errorf("hand the mount over to Mountpoint Pod %s: %w", pod.Name, sendErr)
@@ -196,7 +240,7 @@ func (m *Mounter) ensureSource(ctx context.Context, req mounter.Request, pod *co
 		return fmt.Errorf("%w: Mountpoint Pod %s: %s", mounter.ErrMountFailed, pod.Name, err)
 	}
 	ok = true
-	klog.V(2).InfoS("Mountpoint Pod serves the bucket", "mountpointPod", pod.Name, "bucket", req.Bucket, "source", source, "duration", time.Since(start))
+	klog.V(2).InfoS("Mountpoint Pod serves the bucket", "mountpointPod", pod.Name, "bucket", src.Bucket, "source", source, "duration", time.Since(start))
 	return nil
 }
 
@@ -224,19 +268,24 @@ func waitServed(ctx context.Context, source string, errWatch *fileWatch) error {
 	}
 }
 
-// unmountSource removes a shared FUSE mount, also when no daemon serves it anymore.
-func (m *Mounter) unmountSource(source string) error {
-	state, entry, err := m.table.Inspect(source)
+// unmountSource removes a shared FUSE mount, also when no daemon serves it anymore: a mount
+// whose daemon does not answer is unmounted with MNT_FORCE, which aborts its FUSE connection
+// first, so nothing waits on it. The plugin's own other views of it go too.
+func (m *Mounter) unmountSource(ctx context.Context, source string) error {
+	r, err := m.health.Check(ctx, source)
 	if err != nil {
 		return err
 	}
-	if state == mounttable.Mounted || state == mounttable.Corrupted {
-		if entry != nil {
-			abortConnection(entry.Minor)
-			m.unmountOwnCopies(source, entry)
+	for i, e := range r.Ours {
+		if i == 0 {
+			m.unmountOwnCopies(source, &e)
 		}
-		if err := unmount(source, 0); err != nil {
-			if err := unmount(source, 2 /* MNT_DETACH */); err != nil {
+		flags := 0
+		if !(i == 0 && r.State == mounthealth.Live) {
+			flags = unix.MNT_FORCE | unix.MNT_DETACH
+		}
+		if err := unmount(source, flags); err != nil {
+			if err := unmount(source, unix.MNT_DETACH); err != nil {
 				return err
 			}
 		}
@@ -244,6 +293,7 @@ func (m *Mounter) unmountSource(source string) error {
 	if err := os.Remove(source); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove source directory: %w", err)
 	}
+	_ = os.Remove(m.paths.sourceRecord(filepath.Base(source)))
 	return nil
 }
 
@@ -252,14 +302,14 @@ func (m *Mounter) unmountSource(source string) error {
 // shared mount again below /csi (its recursive bind of the plugin directory). Left in place,
 // such a copy keeps the directory busy (rmdir fails EBUSY) and the FUSE connection alive.
 func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
-	entries, err := m.table.List()
+	entries, err := m.health.Table.List()
 	if err != nil {
 		return
 	}
 	pods := m.paths.pods() + "/"
 	for _, e := range entries {
 		if e.Major == entry.Major && e.Minor == entry.Minor && e.MountPoint != source && !strings.HasPrefix(e.MountPoint, pods) {
-			if err := unmount(e.MountPoint, 2 /* MNT_DETACH */); err != nil {
+			if err := unmount(e.MountPoint, unix.MNT_DETACH); err != nil {
 				klog.ErrorS(err, "Detaching a copy of a shared mount", "source", source, "copy", e.MountPoint)
 			} else {
 				klog.V(2).InfoS("Detached a copy of a shared mount", "source", source, "copy", e.MountPoint)
@@ -268,23 +318,33 @@ func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
 	}
 }
 
-// Unmount implements mounter.Mounter: it removes only the workload's bind mount (and the empty
-// target directory); the shared mount stays for the other workloads until the controller
-// retires the Mountpoint Pod.
+// Unmount implements mounter.Mounter: it removes only the workload's bind mount and the guard
+// below it (and the empty target directory); the shared mount stays for the other workloads
+// until the controller retires the Mountpoint Pod. A mount of anything else is refused.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
-	state, entry, err := m.table.Inspect(target)
+	r, err := m.health.Check(ctx, target)
 	if err != nil {
 		return err
 	}
-	if state == mounttable.Mounted && !mounttable.IsMountS3(entry) {
-		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, entry.FsType, entry.Source)
+	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
+		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
-	mp := m.sourceOf(entry)
-	if state == mounttable.Mounted || state == mounttable.Corrupted {
-		if err := unmount(target, 0); err != nil {
-			return err
+	mp := m.sourceOf(r.Entry)
+	if mp == "" {
+		if rec, err := readTargetRecord(m.paths.targetRecord(target)); err == nil {
+			mp = rec.MountpointPod
 		}
 	}
+	for range r.Ours {
+		// A bind is never unmounted with MNT_FORCE: that would abort the connection the other
+		// workloads of the shared mount use.
+		if err := unmount(target, 0); err != nil {
+			if err := unmount(target, unix.MNT_DETACH); err != nil {
+				return err
+			}
+		}
+	}
+	_ = os.Remove(m.paths.targetRecord(target))
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
 		klog.InfoS("Target directory not removed", "target", target, "err", err)
 	}
@@ -296,10 +356,10 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 
 // sourceOf returns the Mountpoint Pod whose shared mount entry is a bind of ("" if none).
 func (m *Mounter) sourceOf(entry *mounttable.Entry) string {
-	if entry == nil {
+	if entry == nil || !mounttable.IsMountS3(entry) {
 		return ""
 	}
-	entries, err := m.table.List()
+	entries, err := m.health.Table.List()
 	if err != nil {
 		return ""
 	}
@@ -310,6 +370,82 @@ func (m *Mounter) sourceOf(entry *mounttable.Entry) string {
 		}
 	}
 	return ""
+}
+
+// Repair binds target again when its mount is dead (its Mountpoint Pod's mount-s3 died) or
+// gone, handing a new shared mount to the Mountpoint Pod first when that one is dead too: what
+// Mount does, from the records of the last publish instead of kubelet's request (the
+// credentials are still in the pod's comm directory). It reports whether it mounted; a live
+// target, or one it has no record of, is left alone. It needs the Mountpoint Pod Running (a
+// restarted container serves again); a Mountpoint Pod that was replaced needs kubelet's
+// republish (new credentials).
+func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
+	rec, err := readTargetRecord(m.paths.targetRecord(target))
+	if err != nil {
+		return false, nil
+	}
+	r, err := m.health.Check(ctx, target)
+	if err != nil || r.State == mounthealth.Live {
+		return false, err
+	}
+	pod, err := m.cluster.mountpointPod(ctx, rec.MountpointPod)
+	if err != nil {
+		return false, err
+	}
+	if pod == nil || phaseOf(pod) != corev1.PodRunning || !podReady(pod) {
+		return false, fmt.Errorf("%w: Mountpoint Pod %s is not serving yet", mounter.ErrUnavailable, rec.MountpointPod)
+	}
+	var src sourceRecord
+	if err := readJSON(m.paths.sourceRecord(rec.MountpointPod), &src); err != nil {
+		return false, fmt.Errorf("no record of Mountpoint Pod %s's mount: %w", rec.MountpointPod, err)
+	}
+	unlock := m.locks.lock(rec.MountpointPod)
+	defer unlock()
+	source := m.paths.source(rec.MountpointPod)
+	if err := m.ensureSource(ctx, pod, source, m.paths.comm(pod.UID), src); err != nil {
+		return false, err
+	}
+	if err := m.bindTarget(ctx, source, rec); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Targets lists the targets this mounter has published (and not unpublished), from its records.
+func (m *Mounter) Targets() []mounter.Target {
+	entries, err := os.ReadDir(m.paths.targetRecords())
+	if err != nil {
+		return nil
+	}
+	var out []mounter.Target
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue // a record being written
+		}
+		if rec, err := readTargetRecord(filepath.Join(m.paths.targetRecords(), e.Name())); err == nil {
+			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID,
+				WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
+		}
+	}
+	return out
+}
+
+// Recorded implements mounter.Repairer.
+func (m *Mounter) Recorded(target string) bool {
+	_, err := readTargetRecord(m.paths.targetRecord(target))
+	return err == nil
+}
+
+var _ mounter.Repairer = (*Mounter)(nil)
+
+// podReady reports whether every container of pod is ready.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.ContainerStatuses {
+		if !c.Ready {
+			return false
+		}
+	}
+	return len(pod.Status.ContainerStatuses) > 0
 }
 
 // withMargin returns ctx shortened by margin when it has a deadline, so a wait that times out

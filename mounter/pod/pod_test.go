@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
@@ -52,8 +53,8 @@ func TestBindsOf(t *testing.T) {
 }
 
 func TestSourceOf(t *testing.T) {
-	m := &Mounter{paths: paths{kubelet: "/k"}, table: table(t)}
-	entries, _ := m.table.List()
+	m := &Mounter{paths: paths{kubelet: "/k"}, health: &mounthealth.Checker{Table: table(t)}}
+	entries, _ := m.health.Table.List()
 	for _, e := range entries {
 		if e.MountPoint == "/k/pods/w2/volumes/kubernetes.io~csi/pv/mount" {
 			if got := m.sourceOf(&e); got != "mp-a" {

@@ -101,12 +101,12 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 			return nil
 		}
 		klog.InfoS("Removing the shared mount of a Mountpoint Pod that no longer exists", "mountpointPod", mp)
-		return u.m.unmountSource(source)
+		return u.m.unmountSource(ctx, source)
 	}
 	if pod.Annotations[reconciler.AnnotationNeedsUnmount] == "" || pod.Status.Phase == corev1.PodSucceeded {
 		return nil
 	}
-	binds, err := bindsOf(u.m.table, source, u.m.paths.pods())
+	binds, err := bindsOf(u.m.health.Table, source, u.m.paths.pods())
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 	if err := os.WriteFile(filepath.Join(comm, commExit), nil, 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("write mount.exit: %w", err)
 	}
-	if err := u.m.unmountSource(source); err != nil {
+	if err := u.m.unmountSource(ctx, source); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(filepath.Join(comm, commCredentials)); err != nil {

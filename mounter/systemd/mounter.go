@@ -8,8 +8,16 @@
 //   - state directory <StateDir>/<id>/ (0700) holding the AWS profile files (0600) the unit
 //     reads through AWS_PROFILE/AWS_CONFIG_FILE/AWS_SHARED_CREDENTIALS_FILE, mount-s3's output
 //     (mount-s3.log, quoted in errors) and a small record of what is mounted;
-//   - unmount runs `umount <target>` as a oneshot unit mount-s3-umount-<id>.service, so it
-//     happens in the host's mount namespace whatever the plugin's own namespace is.
+//   - the unit first mounts the guard (mounttable.GuardSource, an empty read-only tmpfs) at the
+//     target, then mount-s3 on top of it: when mount-s3's mount vanishes, writes into the
+//     target fail instead of landing on the node's disk;
+//   - unmount runs `umount <target>` (forced for a dead mount) once per mount of ours at the
+//     target, as a oneshot unit mount-s3-umount-<id>.service, so it happens in the host's mount
+//     namespace whatever the plugin's own namespace is; every command must succeed.
+//
+// Liveness is judged by mounthealth (a statfs answered by mount-s3 within a deadline), never
+// by a stat that the kernel may answer from its cache. A dead mount is replaced by a new unit on
+// the next Mount (kubelet's republish) or Repair (the node plugin's own monitor).
 //
 // Credentials never appear in argv, unit properties or logs.
 package systemd
@@ -27,6 +35,7 @@ import (
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
@@ -43,14 +52,18 @@ type Config struct {
 	StateDir string
 	// StartTimeout bounds how long systemd lets mount-s3 take to mount (default 60s).
 	StartTimeout time.Duration
+	// MountPath is the host path of mount(8), which mounts the guard (default /bin/mount).
+	MountPath string
+	// Health judges mounts (default: a Checker with mounthealth's default deadline).
+	Health *mounthealth.Checker
 }
 
 // Mounter runs mount-s3 as transient systemd units. It is safe for concurrent use on distinct
 // targets; callers serialise operations on the same target.
 type Mounter struct {
-	cfg   Config
-	bus   *bus
-	table mounttable.Table
+	cfg    Config
+	bus    *bus
+	health *mounthealth.Checker
 }
 
 var _ mounter.Mounter = (*Mounter)(nil)
@@ -69,7 +82,14 @@ func newMounter(cfg Config, dial dialFunc) *Mounter {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
 	}
-	return &Mounter{cfg: cfg, bus: &bus{dial: dial}}
+	if cfg.MountPath == "" {
+		cfg.MountPath = "/bin/mount"
+	}
+	health := cfg.Health
+	if health == nil {
+		health = &mounthealth.Checker{}
+	}
+	return &Mounter{cfg: cfg, bus: &bus{dial: dial}, health: health}
 }
 
 // Close drops the D-Bus connection. Units keep running.
@@ -87,42 +107,47 @@ func (m *Mounter) stateDir(target string) string {
 	return filepath.Join(m.cfg.StateDir, mountID(target))
 }
 
-// Mount implements mounter.Mounter.
+// Mount implements mounter.Mounter. A live mount of the volume only gets its credentials
+// refreshed; a dead one (mount-s3 gone or not answering) is unmounted and mounted again by a new
+// unit, and Mount returns nil only once the new mount answers.
 func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	dir := m.stateDir(req.Target)
 	unit := MountUnitName(req.Target)
-	state, entry, err := m.table.Inspect(req.Target)
+	r, err := m.health.Check(ctx, req.Target)
 	if err != nil {
 		return err
 	}
-	switch state {
-	case mounttable.Mounted:
-		return m.remount(req, dir, entry)
-	case mounttable.Corrupted:
-		klog.InfoS("Target holds a corrupted mount, unmounting it before mounting again", "target", req.Target, "unit", unit)
-		if err := m.Unmount(ctx, req.Target); err != nil {
-			return fmt.Errorf("clear corrupted mount: %w", err)
+	switch r.State {
+	case mounthealth.Live:
+		return m.remount(req, dir, r.Entry)
+	case mounthealth.Foreign:
+		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount", mounter.ErrTargetInUse, req.Target, r.Entry.FsType, r.Entry.Source)
+	case mounthealth.Dead:
+		if rec, err := readRecord(dir); err == nil && (rec.VolumeID != req.VolumeID || rec.Bucket != req.Bucket) {
+			return fmt.Errorf("%w: %s holds a dead mount of volume %q (bucket %q)", mounter.ErrTargetInUse, req.Target, rec.VolumeID, rec.Bucket)
 		}
-		state = mounttable.NotFound
+		klog.InfoS("Target holds a dead mount; mounting it again", "target", req.Target, "unit", unit, "cause", r.Cause)
+		if err := m.clearDead(ctx, req.Target, dir, r); err != nil {
+			return fmt.Errorf("clear the dead mount: %w", err)
+		}
+		if r, err = m.health.Check(ctx, req.Target); err != nil {
+			return err
+		}
 	}
 	createdTarget := false
-	if state == mounttable.NotFound {
+	if _, err := os.Lstat(req.Target); errors.Is(err, os.ErrNotExist) {
 		if err := os.Mkdir(req.Target, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create target directory: %w", err)
 		}
 		createdTarget = true
 	}
-	err = m.start(ctx, req, dir, unit)
+	err = m.start(ctx, req, dir, unit, !r.Guarded)
 	if err != nil {
 		// Clean up on a context that outlives a cancelled request.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if cerr := m.stopUnit(cctx, unit); cerr != nil {
-			// The state directory stays: it is how a later unpublish knows a unit may be left
-			// (HasLeftovers) and stops it.
-			klog.ErrorS(cerr, "Cleanup after a failed mount could not stop the unit", "unit", unit, "target", req.Target)
-		} else if cerr := os.RemoveAll(dir); cerr != nil {
-			klog.ErrorS(cerr, "Cleanup after a failed mount could not remove the state directory", "target", req.Target)
+		if cerr := m.cleanupFailed(cctx, req.Target, dir, unit); cerr != nil {
+			klog.ErrorS(cerr, "Cleanup after a failed mount", "unit", unit, "target", req.Target)
 		}
 		if createdTarget {
 			if cerr := os.Remove(req.Target); cerr != nil && !errors.Is(cerr, os.ErrNotExist) {
@@ -131,6 +156,43 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		}
 	}
 	return err
+}
+
+// cleanupFailed undoes a mount that failed half way: the unit is stopped, whatever it mounted
+// (the guard, a mount-s3 mount that never answered) is unmounted, and the state directory goes,
+// unless the unit could not be stopped: the directory then stays so that a later unpublish
+// finds it (HasLeftovers) and stops the unit.
+func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) error {
+	if err := m.stopUnit(ctx, unit); err != nil {
+		return err
+	}
+	r, err := m.health.Check(ctx, target)
+	if err != nil {
+		return err
+	}
+	if len(r.Ours) > 0 {
+		if err := m.umount(ctx, target, dir, r); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+// clearDead unmounts a dead mount-s3 mount at target (forced: the connection is aborted, so
+// nothing waits on the daemon) and stops its unit; the guard below stays.
+func (m *Mounter) clearDead(ctx context.Context, target, dir string, r mounthealth.Result) error {
+	top := r
+	top.Ours = nil
+	for _, e := range r.Ours {
+		if mounttable.IsGuard(&e) {
+			break
+		}
+		top.Ours = append(top.Ours, e)
+	}
+	if err := m.umount(ctx, target, dir, top); err != nil {
+		return err
+	}
+	return m.stopUnit(ctx, MountUnitName(target))
 }
 
 // remount handles Mount on a target that already has a healthy mount: success (after a
@@ -161,9 +223,10 @@ func (m *Mounter) remount(req mounter.Request, dir string, entry *mounttable.Ent
 	return nil
 }
 
-// start launches the mount unit for a target that holds no mount and waits until mount-s3
-// mounted it. The caller cleans up when it fails.
-func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit string) error {
+// start launches the mount unit for a target that holds no mount-s3 mount (mounting the guard
+// first when guard is true) and waits until mount-s3's mount answers. The caller cleans up when
+// it fails.
+func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit string, guard bool) error {
 	// A unit left by an interrupted publish (plugin killed mid-way) must go first.
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
@@ -190,34 +253,45 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		env = append(env, credEnv...)
 	}
 	args := req.Args.List()
-	if err := writeRecord(dir, record{VolumeID: req.VolumeID, Bucket: req.Bucket, Target: req.Target, ReadOnly: req.ReadOnly, Args: args}); err != nil {
+	rec := record{VolumeID: req.VolumeID, Bucket: req.Bucket, Target: req.Target, ReadOnly: req.ReadOnly, Args: args, Env: env,
+		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace}
+	if err := writeRecord(dir, rec); err != nil {
 		return err
 	}
+	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", args)
+	return m.startRecorded(ctx, rec, dir, unit, guard)
+}
+
+// startRecorded starts the mount unit of a recorded mount and checks that the mount answers.
+func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string, guard bool) error {
 	spec := unitSpec{
-		description: fmt.Sprintf("mount-s3 for S3 CSI volume %s at %s", req.VolumeID, req.Target),
+		description: fmt.Sprintf("mount-s3 for S3 CSI volume %s at %s", rec.VolumeID, rec.Target),
 		kind:        "forking",
-		argv:        append(append([]string{m.cfg.MountS3Path}, args...), req.Bucket, req.Target),
-		env:         env,
+		argv:        append(append([]string{m.cfg.MountS3Path}, rec.Args...), rec.Bucket, rec.Target),
+		env:         rec.Env,
 		logFile:     filepath.Join(dir, logFileName),
 		timeout:     m.cfg.StartTimeout,
 	}
-	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", args)
+	if guard {
+		spec.pre = [][]string{{m.cfg.MountPath, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec," + mounttable.GuardOptions, mounttable.GuardSource, rec.Target}}
+	}
+	_ = os.Remove(spec.logFile) // the output of this start only
 	result, err := m.runUnit(ctx, unit, spec)
 	if err != nil {
 		return err
 	}
 	output := tail(spec.logFile, 4096)
 	if result != "done" {
-		return fmt.Errorf("%w: mounting bucket %q at %s (unit %s, job %s): %s", mounter.ErrMountFailed, req.Bucket, req.Target, unit, result, orNoOutput(output))
+		return fmt.Errorf("%w: mounting bucket %q at %s (unit %s, job %s): %s", mounter.ErrMountFailed, rec.Bucket, rec.Target, unit, result, orNoOutput(output))
 	}
-	state, entry, err := m.table.Inspect(req.Target)
+	r, err := m.health.Check(ctx, rec.Target)
 	if err != nil {
 		return err
 	}
-	if state != mounttable.Mounted || !mounttable.IsMountS3(entry) {
-		return fmt.Errorf("%w: mount-s3 reported success but %s is %s: %s", mounter.ErrMountFailed, req.Target, state, orNoOutput(output))
+	if r.State != mounthealth.Live {
+		return fmt.Errorf("%w: mount-s3 reported success but the mount at %s is %s (%v): %s", mounter.ErrMountFailed, rec.Target, r.State, r.Cause, orNoOutput(output))
 	}
-	klog.V(2).InfoS("Mounted", "unit", unit, "target", req.Target, "bucket", req.Bucket, "volumeID", req.VolumeID)
+	klog.V(2).InfoS("Mounted", "unit", unit, "target", rec.Target, "bucket", rec.Bucket, "volumeID", rec.VolumeID)
 	return nil
 }
 
@@ -286,19 +360,21 @@ func (m *Mounter) HasLeftovers(target string) bool {
 
 var _ mounter.Leftovers = (*Mounter)(nil)
 
-// Unmount implements mounter.Mounter.
+// Unmount implements mounter.Mounter: every mount of ours at target (mount-s3's, forced when
+// dead, and the guard) is unmounted, the unit stopped, the state directory removed, and the
+// target directory too when empty. A mount of anything else is refused and left alone.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	dir := m.stateDir(target)
 	unit := MountUnitName(target)
-	state, entry, err := m.table.Inspect(target)
+	r, err := m.health.Check(ctx, target)
 	if err != nil {
 		return err
 	}
-	if state == mounttable.Mounted && !mounttable.IsMountS3(entry) {
-		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, entry.FsType, entry.Source)
+	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
+		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
-	if state == mounttable.Mounted || state == mounttable.Corrupted {
-		if err := m.umount(ctx, target, dir); err != nil {
+	if len(r.Ours) > 0 {
+		if err := m.umount(ctx, target, dir, r); err != nil {
 			return err
 		}
 	}
@@ -316,8 +392,10 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	return nil
 }
 
-// umount unmounts target in the host's mount namespace through a oneshot unit.
-func (m *Mounter) umount(ctx context.Context, target, dir string) error {
+// umount unmounts the mounts r.Ours at target, top first, in the host's mount namespace through
+// one oneshot unit: one `umount` per mount, forced (the FUSE connection aborted) for a mount-s3
+// mount that is not live. Every command must succeed, and afterwards none of them may remain.
+func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.Result) error {
 	unit := umountUnitName(target)
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
@@ -325,11 +403,23 @@ func (m *Mounter) umount(ctx context.Context, target, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
+	var cmds [][]string
+	for i, e := range r.Ours {
+		if mounttable.IsMountS3(&e) && !(i == 0 && r.State == mounthealth.Live) {
+			// Forced (the FUSE connection aborted: nothing waits on the daemon, and calls stuck
+			// in it return) and lazy (a call still returning cannot make it busy).
+			cmds = append(cmds, []string{m.cfg.UmountPath, "-f", "-l", target})
+		} else {
+			cmds = append(cmds, []string{m.cfg.UmountPath, target})
+		}
+	}
 	logFile := filepath.Join(dir, "umount.log")
+	_ = os.Remove(logFile)
 	spec := unitSpec{
 		description: "unmount S3 CSI volume at " + target,
 		kind:        "oneshot",
-		argv:        []string{m.cfg.UmountPath, target},
+		argv:        cmds[0],
+		more:        cmds[1:],
 		logFile:     logFile,
 		timeout:     30 * time.Second,
 	}
@@ -337,12 +427,94 @@ func (m *Mounter) umount(ctx context.Context, target, dir string) error {
 	if err != nil {
 		return err
 	}
-	if result == "done" {
+	left, err := m.stillMounted(r.Ours)
+	if err != nil {
+		return err
+	}
+	if result == "done" && left == 0 {
 		return nil
 	}
-	// A concurrent unmount by someone else is fine.
-	if state, _, err := m.table.Inspect(target); err == nil && (state == mounttable.NotMounted || state == mounttable.NotFound) {
-		return nil
-	}
-	return fmt.Errorf("unmount %s (unit %s, job %s): %s", target, unit, result, orNoOutput(tail(logFile, 4096)))
+	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(r.Ours), orNoOutput(tail(logFile, 4096)))
 }
+
+// stillMounted counts the entries that are still in the mount table (by mount id).
+func (m *Mounter) stillMounted(entries []mounttable.Entry) (int, error) {
+	all, err := m.health.Table.List()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if slices.ContainsFunc(all, func(a mounttable.Entry) bool { return a.ID == e.ID }) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Repair mounts target again when the mount this mounter made there is dead, or gone with only
+// the guard left (mount-s3 stopped with its unit): what Mount does for a dead mount, from the
+// mount's record instead of kubelet's request, so the node plugin can repair without waiting
+// for kubelet. It reports whether it mounted; a live mount, or a target it has no record of,
+// is left alone.
+func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
+	dir := m.stateDir(target)
+	rec, err := readRecord(dir)
+	if err != nil {
+		return false, nil // not ours, or unpublished meanwhile
+	}
+	r, err := m.health.Check(ctx, target)
+	if err != nil {
+		return false, err
+	}
+	if r.State == mounthealth.Absent && !r.Guarded {
+		// Nothing mounted, so nothing on the path can hang: kubelet may have removed it.
+		if _, err := os.Lstat(target); err != nil {
+			return false, fmt.Errorf("target %s of volume %q is gone: %w", target, rec.VolumeID, err)
+		}
+	}
+	switch r.State {
+	case mounthealth.Live:
+		return false, nil
+	case mounthealth.Foreign:
+		return false, fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
+	case mounthealth.Dead:
+		klog.InfoS("Repairing a dead mount", "target", target, "volumeID", rec.VolumeID, "cause", r.Cause)
+		if err := m.clearDead(ctx, target, dir, r); err != nil {
+			return false, fmt.Errorf("clear the dead mount: %w", err)
+		}
+	default:
+		klog.InfoS("Repairing a mount that is gone", "target", target, "volumeID", rec.VolumeID)
+		if err := m.stopUnit(ctx, MountUnitName(target)); err != nil {
+			return false, err
+		}
+	}
+	if err := m.startRecorded(ctx, rec, dir, MountUnitName(target), !r.Guarded); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Targets lists the targets this mounter has mounted (and not unmounted), from its records.
+func (m *Mounter) Targets() []mounter.Target {
+	entries, err := os.ReadDir(m.cfg.StateDir)
+	if err != nil {
+		return nil
+	}
+	var out []mounter.Target
+	for _, e := range entries {
+		if rec, err := readRecord(filepath.Join(m.cfg.StateDir, e.Name())); err == nil && rec.Target != "" {
+			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID,
+				WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
+		}
+	}
+	return out
+}
+
+// Recorded implements mounter.Repairer.
+func (m *Mounter) Recorded(target string) bool {
+	_, err := readRecord(m.stateDir(target))
+	return err == nil
+}
+
+var _ mounter.Repairer = (*Mounter)(nil)

@@ -47,9 +47,31 @@ type unitSpec struct {
 	description string
 	kind        string // "forking" or "oneshot"
 	argv        []string
-	env         []string
-	logFile     string
-	timeout     time.Duration
+	// more are further ExecStart commands, run in order after argv (oneshot units only).
+	more [][]string
+	// pre are ExecStartPre commands, run in order before argv.
+	pre     [][]string
+	env     []string
+	logFile string
+	timeout time.Duration
+}
+
+// execCommand is one entry of systemd's ExecStart/ExecStartPre properties (D-Bus a(sasb)): the
+// program, its argv, and whether a failure is ignored. go-systemd names that last field
+// UncleanIsFailure, but systemd reads it as "ignore failure": it must be false, or a failing
+// command (an umount that did not unmount) would let its job end "done".
+type execCommand struct {
+	Path          string
+	Args          []string
+	IgnoreFailure bool
+}
+
+func execProperty(name string, argvs ...[]string) sd.Property {
+	cmds := make([]execCommand, 0, len(argvs))
+	for _, a := range argvs {
+		cmds = append(cmds, execCommand{Path: a[0], Args: a})
+	}
+	return sd.Property{Name: name, Value: dbus.MakeVariant(cmds)}
 }
 
 // properties renders the spec as transient-unit properties. Nothing secret can be in a spec:
@@ -66,7 +88,7 @@ func (u unitSpec) properties() []sd.Property {
 	props := []sd.Property{
 		sd.PropDescription(u.description),
 		sd.PropType(u.kind),
-		sd.PropExecStart(u.argv, true),
+		execProperty("ExecStart", append([][]string{u.argv}, u.more...)...),
 		{Name: "Environment", Value: dbus.MakeVariant(env)},
 		{Name: "UnsetEnvironment", Value: dbus.MakeVariant(unset)},
 		{Name: "StandardInput", Value: dbus.MakeVariant("null")},
@@ -75,6 +97,9 @@ func (u unitSpec) properties() []sd.Property {
 		// Transient units disappear once inactive, even after a failure, so nothing lingers.
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(u.timeout / time.Microsecond))},
+	}
+	if len(u.pre) > 0 {
+		props = append(props, execProperty("ExecStartPre", u.pre...))
 	}
 	if u.kind == "forking" {
 		// Give mount-s3 time to flush when the unit is stopped; its FUSE mount is already
@@ -93,6 +118,13 @@ type record struct {
 	Target   string   `json:"target"`
 	ReadOnly bool     `json:"readOnly"`
 	Args     []string `json:"args"`
+	// Env is mount-s3's environment (endpoint, region, paths of the credential and CA files in
+	// the state directory): with Args, what Repair needs to start the mount again.
+	Env []string `json:"env"`
+	// The workload pod, for the Events of the node plugin's monitor.
+	WorkloadPodUID    string `json:"workloadPodUID,omitempty"`
+	WorkloadPodName   string `json:"workloadPodName,omitempty"`
+	WorkloadNamespace string `json:"workloadNamespace,omitempty"`
 }
 
 const recordFileName = "mount.json"

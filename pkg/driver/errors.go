@@ -29,6 +29,8 @@ var (
 	// errNotVolumeBucket marks a bucket that exists but is not marked as the bucket of the
 	// volume being deleted: it is kept.
 	errNotVolumeBucket = errors.New("the bucket is not this volume's")
+	// errMountDead marks a volume whose mount-s3 mount is dead (NodeGetVolumeStats).
+	errMountDead = errors.New("mount dead")
 )
 
 // fieldError names the request field a validation failure is about. Its message always starts
@@ -79,7 +81,7 @@ func codeOf(err error) codes.Code {
 		return codes.NotFound
 	case errors.Is(err, s3.ErrBucketTaken):
 		return codes.AlreadyExists
-	case errors.Is(err, errNotVolumeBucket), errors.Is(err, s3.ErrBucketNotEmpty):
+	case errors.Is(err, errNotVolumeBucket), errors.Is(err, s3.ErrBucketNotEmpty), errors.Is(err, errMountDead):
 		return codes.FailedPrecondition
 	case errors.Is(err, s3.ErrAccessDenied):
 		return codes.PermissionDenied

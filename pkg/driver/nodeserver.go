@@ -14,6 +14,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -34,6 +35,11 @@ type NodeConfig struct {
 	DriverCredentials *credentials.Credentials
 	// CABundle (PEM) is given to every mount for mount-s3 to trust (nil: system CAs).
 	CABundle []byte
+	// Health judges mounts for NodeGetVolumeStats (default: mounthealth's default deadline).
+	Health *mounthealth.Checker
+	// Locks serialise operations per target; the node plugin's own mount monitor takes the same
+	// locks (default: a set of the server's own).
+	Locks *inflight.Set
 }
 
 // NodeServer implements the CSI Node service on top of a mounter.Mounter.
@@ -41,7 +47,7 @@ type NodeServer struct {
 	csi.UnimplementedNodeServer
 	cfg      NodeConfig
 	mounter  mounter.Mounter
-	inflight inflight.Set
+	inflight *inflight.Set
 }
 
 // NewNodeServer returns the Node service.
@@ -55,20 +61,98 @@ func NewNodeServer(cfg NodeConfig, m mounter.Mounter) (*NodeServer, error) {
 	if cfg.KubeletPath == "" || cfg.S3Region == "" {
 		return nil, fmt.Errorf("kubelet path and S3 region are required")
 	}
-	return &NodeServer{cfg: cfg, mounter: m}, nil
+	if cfg.Health == nil {
+		cfg.Health = &mounthealth.Checker{}
+	}
+	if cfg.Locks == nil {
+		cfg.Locks = &inflight.Set{}
+	}
+	return &NodeServer{cfg: cfg, mounter: m, inflight: cfg.Locks}, nil
 }
 
-// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP: the workload's fsGroup is applied through
-// mount-s3 options (in both mount modes) instead of kubelet's recursive chown.
+// NodeGetCapabilities advertises VOLUME_MOUNT_GROUP (the workload's fsGroup is applied through
+// mount-s3 options, in both mount modes, instead of kubelet's recursive chown), GET_VOLUME_STATS
+// and GET_VOLUME_HEALTH (NodeGetVolumeHealth: whether mount-s3 serves the mount; CSI 1.13's
+// successor of the VolumeCondition it removed, see docs/adr/0005-volume-health.md).
 //
 // SINGLE_NODE_MULTI_WRITER is deliberately not advertised: with it, the CSI spec requires
 // refusing a SINGLE_NODE_SINGLE_WRITER volume already published at another target of the node,
 // which the plugin cannot know across restarts; Kubernetes enforces ReadWriteOncePod itself
 // (scheduler and kubelet) and sends SINGLE_NODE_WRITER for it without the capability.
 func (s *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
-		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}},
-	}}}, nil
+	var caps []*csi.NodeServiceCapability
+	for _, c := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: c}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// checkVolumePath validates a volume id and the path it is published at, and checks the mount
+// there (never blocking on a daemon that does not answer). A path holding no mount of the
+// driver is NotFound.
+func (s *NodeServer) checkVolumePath(ctx context.Context, volumeID, path, pathField, staging string) (mounthealth.Result, error) {
+	if err := validateText("volume_id", volumeID, maxVolumeID); err != nil {
+		return mounthealth.Result{}, err
+	}
+	if path == "" {
+		return mounthealth.Result{}, invalid(pathField, "is required")
+	}
+	tp, err := targetpath.Parse(s.cfg.KubeletPath, path)
+	if err != nil {
+		return mounthealth.Result{}, fieldError(pathField, err)
+	}
+	if staging != "" {
+		if err := validateText("staging_target_path", staging, targetpath.MaxLen); err != nil {
+			return mounthealth.Result{}, err
+		}
+	}
+	r, err := s.cfg.Health.Check(ctx, tp.Path)
+	if err != nil {
+		return r, err
+	}
+	if r.State != mounthealth.Live && r.State != mounthealth.Dead {
+		return r, fieldError(pathField, fmt.Errorf("%w: %s holds no mount of volume %q (%s)", errVolumeNotFound, tp.Path, volumeID, r.State))
+	}
+	return r, nil
+}
+
+// NodeGetVolumeStats reports the volume's usage where mount-s3 serves it: bytes without figures
+// (a bucket has no size, so they are unknown, which the CSI spec expresses by leaving them
+// unset) and no inodes (the spec lets unavailable inode figures be omitted). A dead mount is
+// never reported as fine: it is FailedPrecondition with the cause (NodeGetVolumeHealth reports
+// it as INACCESSIBLE). A path holding no mount of the driver is NotFound.
+func (s *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	r, err := s.checkVolumePath(ctx, req.GetVolumeId(), req.GetVolumePath(), "volume_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	if r.State == mounthealth.Dead {
+		return nil, fmt.Errorf("%w: the mount-s3 mount at %s is dead (%v); the node plugin mounts it again", errMountDead, req.GetVolumePath(), r.Cause)
+	}
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES}}}, nil
+}
+
+// NodeGetVolumeHealth reports whether mount-s3 serves the volume at volume_publish_path: no
+// health status when it answers (within the health deadline), INACCESSIBLE (reason MountDead,
+// the cause in the message) when it is dead. A path holding no mount of the driver is NotFound.
+func (s *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
+	r, err := s.checkVolumePath(ctx, req.GetVolumeId(), req.GetVolumePublishPath(), "volume_publish_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	h := &csi.VolumeHealth{VolumeId: req.GetVolumeId()}
+	if r.State == mounthealth.Dead {
+		h.HealthStatuses = []*csi.VolumeHealth_VolumeHealthEntry{{
+			Status:  csi.VolumeHealthErrorType_INACCESSIBLE,
+			Reason:  "MountDead",
+			Message: fmt.Sprintf("the mount-s3 mount at %s is dead (%v); the node plugin mounts it again", req.GetVolumePublishPath(), r.Cause),
+		}}
+	}
+	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: h}, nil
 }
 
 // NodeGetInfo returns the node id and the volume limit.
@@ -78,13 +162,14 @@ func (s *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 
 // NodePublishVolume validates the request, turns it into a mounter.Request and mounts. It is
 // idempotent (a republish of a live mount refreshes its credentials) and refuses, with
-// Aborted, a second concurrent operation on the same target.
+// Aborted, a second concurrent operation on the same target (it waits for a repair by the
+// node plugin's own mount monitor instead).
 func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	mreq, err := s.mountRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	release, ok := s.inflight.TryAcquire(mreq.Target)
+	release, ok := s.inflight.Acquire(ctx, mreq.Target)
 	if !ok {
 		return nil, fieldError("target_path", fmt.Errorf("%w: %s", errBusy, mreq.Target))
 	}
@@ -142,6 +227,13 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		}
 		podNS = v
 	}
+	podName := ""
+	if v, ok := vc[ctxPodName]; ok {
+		if err := validateText("volume_context."+ctxPodName, v, 253); err != nil {
+			return r, err
+		}
+		podName = v
+	}
 	readOnly := req.GetReadonly() || isReadOnlyMode(mode)
 	built, err := mountargs.Build(mountargs.Options{MountFlags: mnt.GetMountFlags(), ReadOnly: readOnly, FSGroup: mnt.GetVolumeMountGroup()})
 	if err != nil {
@@ -168,6 +260,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		PVName:            tp.PVName,
 		WorkloadPodUID:    podUID,
 		WorkloadNamespace: podNS,
+		WorkloadPodName:   podName,
 		Bucket:            vc[ctxBucketName],
 		Target:            tp.Path,
 		Args:              built.Args,
@@ -190,7 +283,7 @@ func unknownContextKeys(vc map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(vc)) {
 		switch k {
-		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS:
+		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS, ctxPodName:
 		default:
 			out = append(out, k)
 		}
@@ -211,7 +304,7 @@ func (s *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	if err != nil {
 		return nil, fieldError("target_path", err)
 	}
-	release, ok := s.inflight.TryAcquire(tp.Path)
+	release, ok := s.inflight.Acquire(ctx, tp.Path)
 	if !ok {
 		return nil, fieldError("target_path", fmt.Errorf("%w: %s", errBusy, tp.Path))
 	}

@@ -328,7 +328,8 @@ func TestInfoAndCapabilities(t *testing.T) {
 	for _, c := range caps.GetCapabilities() {
 		got = append(got, c.GetRpc().GetType())
 	}
-	want := []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP}
+	want := []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS, csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("NodeGetCapabilities = %v, %v; want %v", got, err, want)
 	}

@@ -15,6 +15,7 @@ const (
 	ctxAuthSource  = "authenticationSource"
 	ctxPodUID      = "csi.storage.k8s.io/pod.uid"
 	ctxPodNS       = "csi.storage.k8s.io/pod.namespace"
+	ctxPodName     = "csi.storage.k8s.io/pod.name"
 	maxVolumeID    = 1024
 	maxContextKeys = 64
 	maxContextVal  = 64 << 10 // kubelet's serviceAccount.tokens can be large

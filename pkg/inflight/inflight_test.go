@@ -1,9 +1,11 @@
 package inflight
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestTryAcquire(t *testing.T) {
@@ -50,5 +52,52 @@ func TestConcurrentExclusive(t *testing.T) {
 	wg.Wait()
 	if maxHolders.Load() != 1 {
 		t.Fatalf("%d holders at once, want 1", maxHolders.Load())
+	}
+}
+
+// TestForegroundWaitsForBackground: kubelet's call waits for the monitor's work on the same
+// key, but is still refused at once by another kubelet call.
+func TestForegroundWaitsForBackground(t *testing.T) {
+	var s Set
+	bg, ok := s.TryAcquireBackground("t")
+	if !ok {
+		t.Fatal("background acquire failed")
+	}
+	if _, ok := s.TryAcquire("t"); ok {
+		t.Fatal("TryAcquire succeeded on a key held by background work")
+	}
+	got := make(chan bool, 1)
+	go func() {
+		rel, ok := s.Acquire(context.Background(), "t")
+		if ok {
+			defer rel()
+		}
+		got <- ok
+	}()
+	select {
+	case <-got:
+		t.Fatal("Acquire did not wait for the background work")
+	case <-time.After(50 * time.Millisecond):
+	}
+	bg()
+	if !<-got {
+		t.Fatal("Acquire failed after the background work ended")
+	}
+	fg, _ := s.TryAcquire("t")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, ok := s.Acquire(ctx, "t"); ok {
+		t.Fatal("Acquire succeeded on a key held by another foreground operation")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Acquire waited for a foreground holder instead of failing at once")
+	}
+	fg()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	bg2, _ := s.TryAcquireBackground("t")
+	defer bg2()
+	cancel2()
+	if _, ok := s.Acquire(ctx2, "t"); ok {
+		t.Fatal("Acquire succeeded after its context ended")
 	}
 }

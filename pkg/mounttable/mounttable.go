@@ -42,6 +42,21 @@ func IsMountS3(e *Entry) bool {
 	return e != nil && e.Source == FSName && (e.FsType == "fuse" || len(e.FsType) > 5 && e.FsType[:5] == "fuse.")
 }
 
+// GuardSource is the source name of the guard the driver mounts at every target before
+// mount-s3's mount: an empty read-only tmpfs. While the mount-s3 mount on top of it lives, the
+// guard is hidden; when that mount vanishes (mount-s3 stopped with its unit, say), the target
+// shows the guard instead of the node's disk, so writes into it fail (EROFS, also for root in a
+// container) instead of landing silently on the node.
+const GuardSource = "s3csi-guard"
+
+// GuardOptions are the guard's mount options: tiny, read-only, nothing executable.
+const GuardOptions = "size=4k,nr_inodes=2,mode=0555"
+
+// IsGuard reports whether e is the driver's guard mount.
+func IsGuard(e *Entry) bool {
+	return e != nil && e.Source == GuardSource && e.FsType == "tmpfs"
+}
+
 // Table reads mount tables. The zero value reads /proc/self/mountinfo.
 type Table struct {
 	// Path overrides the mountinfo file (tests).

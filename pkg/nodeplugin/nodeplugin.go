@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -24,6 +25,9 @@ import (
 	"github.com/s3csi/s3-csi-driver/mounter/systemd"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
+	"github.com/s3csi/s3-csi-driver/pkg/inflight"
+	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/pkg/registration"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -49,6 +53,7 @@ type Config struct {
 	// whose mode is systemd then fails with Unavailable.
 	DisableSystemdMode bool
 	SystemdSocket      string
+	MountPath          string
 	MountS3Path        string
 	UmountPath         string
 	MountTimeout       time.Duration
@@ -74,10 +79,19 @@ type Config struct {
 	// node-driver-registrar sidecar): it is the host path of the CSI socket as kubelet sees it;
 	// the registration socket goes to <KubeletPath>/plugins_registry.
 	RegistrationEndpoint string
+
+	// HealthTimeout is how long mount-s3 has to answer a liveness check (mounthealth).
+	HealthTimeout time.Duration
+	// HealthCheckInterval is how often every published mount is checked (and a dead one
+	// repaired) without waiting for kubelet.
+	HealthCheckInterval time.Duration
 }
 
 // Run starts the node plugin and serves until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
+	health := &mounthealth.Checker{Timeout: cfg.HealthTimeout}
+	locks := &inflight.Set{}
+	monitor := mountmonitor.New(mountmonitor.Config{Health: health, Locks: locks, Interval: cfg.HealthCheckInterval})
 	unavailable := map[mounter.Mode]string{}
 	var sm *systemd.Mounter
 	if cfg.DisableSystemdMode {
@@ -88,13 +102,16 @@ func Run(ctx context.Context, cfg Config) error {
 			SystemdSocket: cfg.SystemdSocket,
 			MountS3Path:   cfg.MountS3Path,
 			UmountPath:    cfg.UmountPath,
+			MountPath:     cfg.MountPath,
 			StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
 			StartTimeout:  cfg.MountTimeout,
+			Health:        health,
 		})
 		if err != nil {
 			return err
 		}
 		defer sm.Close()
+		monitor.Watch(mounter.ModeSystemd, sm)
 	}
 
 	mode := func() mounter.Mode { return cfg.DefaultMode }
@@ -111,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		if cfg.DisablePodMode {
 			unavailable[mounter.ModePod] = "pod mode is disabled on this node plugin (--pod-mounter=false: Helm mounter.modesInUse lacks pod)"
-		} else if pm, err = startPodMode(ctx, cfg); err != nil {
+		} else if pm, err = startPodMode(ctx, cfg, health, monitor.Trigger); err != nil {
 			klog.ErrorS(err, "Pod mode is unavailable on this node; systemd mode still works")
 			unavailable[mounter.ModePod] = err.Error()
 		}
@@ -123,6 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if pm != nil {
 		podMounter = pm
+		monitor.Watch(mounter.ModePod, pm)
 	}
 	router := mounter.NewRouter(systemdMounter, podMounter, unavailable, mode, filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "mnt"))
 	klog.InfoS("Node plugin ready", "node", cfg.NodeID, "mode", router.Mode(), "podMode", pm != nil)
@@ -135,6 +153,8 @@ func Run(ctx context.Context, cfg Config) error {
 		S3Region:          cfg.S3Region,
 		DriverCredentials: cfg.DriverCredentials,
 		CABundle:          cfg.CABundle,
+		Health:            health,
+		Locks:             locks,
 	}, router)
 	if err != nil {
 		return err
@@ -147,10 +167,19 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.RegisterIdentity(driver.NewIdentityServer(false, ready))
 	srv.RegisterNode(ns)
 	if cfg.MetricsAddress != "" {
-		if err := serveMetrics(ctx, cfg, router); err != nil {
+		if err := serveMetrics(ctx, cfg, router, monitor.Collectors()...); err != nil {
 			return err
 		}
 	}
+	if cfg.Kube != nil {
+		recorder, stopEvents, err := newEventRecorder(cfg)
+		if err != nil {
+			return err
+		}
+		defer stopEvents()
+		monitor.SetRecorder(recorder)
+	}
+	go monitor.Run(ctx)
 	if cfg.HealthAddress != "" {
 		if err := serveHealth(ctx, cfg.HealthAddress, ready); err != nil {
 			return err
@@ -202,17 +231,20 @@ func startModeWatcher(ctx context.Context, cfg Config) (*nodemode.Watcher, error
 	}
 }
 
-func startPodMode(ctx context.Context, cfg Config) (*pod.Mounter, error) {
+func startPodMode(ctx context.Context, cfg Config, health *mounthealth.Checker, changed func()) (*pod.Mounter, error) {
 	sctx, cancel := context.WithTimeout(ctx, cfg.APITimeout)
 	defer cancel()
 	cluster, err := pod.NewCluster(sctx, cfg.Kube, cfg.NodeID, cfg.MountpointNamespace)
 	if err != nil {
 		return nil, err
 	}
-	pm, err := pod.New(pod.Config{KubeletPath: cfg.KubeletPath}, cluster)
+	pm, err := pod.New(pod.Config{KubeletPath: cfg.KubeletPath, Health: health}, cluster)
 	if err != nil {
 		return nil, err
 	}
+	// A Mountpoint Pod that changed (its container restarted after mount-s3 died, it was
+	// deleted) may have left dead mounts: check at once.
+	cluster.OnMountpointPod(func(string, *corev1.Pod) { changed() })
 	unmounter := pod.NewUnmounter(pm, cfg.PodSweepInterval)
 	// The informers live as long as ctx, unless start-up fails: then they are stopped rather
 	// than left retrying (and logging) for a pod mode nobody will use.
@@ -339,10 +371,15 @@ func serveHTTP(ctx context.Context, what, address string, mux *http.ServeMux) er
 	return nil
 }
 
-func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router) error {
+func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router, more ...prometheus.Collector) error {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(&mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods")}); err != nil {
 		return err
+	}
+	for _, c := range more {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -126,6 +126,17 @@ func (s *Systemd) stop(sig syscall.Signal) {
 	s.cmd = nil
 }
 
+// Stop stops the manager with sig and waits for it to exit: SIGTERM stops every unit it runs
+// first (their processes get SIGTERM), SIGKILL leaves their processes orphaned. Start brings a
+// fresh manager up on the same socket.
+func (s *Systemd) Stop(sig syscall.Signal) { s.stop(sig) }
+
+// Start starts the manager again after Stop.
+func (s *Systemd) Start() {
+	s.t.Helper()
+	s.start()
+}
+
 // Restart kills the manager abruptly (SIGKILL, so the driver's D-Bus connection drops without
 // a goodbye) and starts a fresh one on the same socket. Processes the old manager started are
 // orphaned, like after a crash; their mounts stay.

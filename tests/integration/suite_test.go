@@ -42,6 +42,11 @@ func newSuiteWith(t *testing.T, withCreds bool, systemdEnv []string, extraArgs .
 	s.drv = harness.StartDriver(t, harness.DriverOptions{
 		KubeletDir: s.kubelet, SystemdSocket: s.sd.Socket, S3: s.s3, WithCredentials: withCreds, ExtraArgs: extraArgs,
 	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("driver log:\n%s", tailLog(s.drv.Log()))
+		}
+	})
 	return s
 }
 

@@ -189,8 +189,11 @@ func TestDriverKilledDuringPublish(t *testing.T) {
 	s.assertClean(target)
 }
 
+// TestCorruptedMount: with the node plugin's own monitor off, a dead mount (mount-s3 killed)
+// is unmounted by an unpublish, and repaired by a republish, which returns only once the new
+// mount answers.
 func TestCorruptedMount(t *testing.T) {
-	s := newSuite(t, true)
+	s := newSuite(t, true, "--health-check-interval=1h")
 	s.s3.CreateBucket(t, "corrupt")
 	for _, then := range []string{"unpublish", "republish"} {
 		t.Run(then, func(t *testing.T) {

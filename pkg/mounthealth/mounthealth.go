@@ -1,0 +1,167 @@
+// Package mounthealth tells whether the mount-s3 mount at a path is served, without ever
+// blocking on a daemon that does not answer.
+//
+// A mount is Live when the kernel's mount table shows a mount-s3 FUSE mount at the path and a
+// call that reaches the daemon (statfs: the kernel never answers it from a cache) returns within
+// a deadline; Dead on ENOTCONN, EIO, ECONNABORTED or ENODEV (the daemon is gone or the connection
+// was aborted) or when the deadline passes; Absent when nothing is mounted at the path; Foreign
+// when something else is. Attribute caches never decide: a stat of the mount root can succeed
+// from the kernel's cache long after the daemon died.
+//
+// The mount table is read first and the path touched only when it holds a mount-s3 mount; the
+// probe runs in its own goroutine, so a caller waits at most the deadline. A probe stuck in an
+// unresponsive daemon stays blocked until the mount is aborted (a forced unmount); while it is,
+// further checks of the same path report Dead at once instead of piling up blocked probes.
+package mounthealth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+)
+
+// State is what a path holds.
+type State int
+
+const (
+	// Absent: nothing is mounted at the path (it may not exist).
+	Absent State = iota
+	// Live: a mount-s3 mount whose daemon answered in time.
+	Live
+	// Dead: a mount-s3 mount whose daemon is gone or did not answer in time.
+	Dead
+	// Foreign: a mount of another filesystem is at the path.
+	Foreign
+)
+
+func (s State) String() string {
+	return [...]string{"absent", "live", "dead", "foreign"}[s]
+}
+
+// Result is one check's outcome.
+type Result struct {
+	State State
+	// Entry is the top-most mount at the path that is not the driver's guard (nil when Absent).
+	Entry *mounttable.Entry
+	// Cause says why a mount is Dead (nil otherwise).
+	Cause error
+	// Guarded is true when the driver's guard (mounttable.IsGuard) is mounted at the path.
+	Guarded bool
+	// Ours lists, top first, the mounts at the path the driver may remove: mount-s3 mounts and
+	// guards, down to the first mount of something else.
+	Ours []mounttable.Entry
+}
+
+// DefaultTimeout is how long a daemon has to answer when Checker.Timeout is zero.
+const DefaultTimeout = 5 * time.Second
+
+// Checker checks mounts. The zero value reads /proc/self/mountinfo and uses DefaultTimeout; it
+// is safe for concurrent use.
+type Checker struct {
+	// Table is where mounts are looked up.
+	Table mounttable.Table
+	// Timeout bounds how long the daemon has to answer.
+	Timeout time.Duration
+	// Statfs replaces the probe (tests).
+	Statfs func(path string) error
+
+	mu      sync.Mutex
+	pending map[string]time.Time // paths whose probe has not returned, since when
+}
+
+// Check reports what path holds. It returns an error only when the mount table cannot be read.
+func (c *Checker) Check(ctx context.Context, path string) (Result, error) {
+	entries, err := c.Table.List()
+	if err != nil {
+		return Result{}, err
+	}
+	var stack []mounttable.Entry // bottom to top
+	for _, e := range entries {
+		if e.MountPoint == path {
+			stack = append(stack, e)
+		}
+	}
+	var r Result
+	for i := len(stack) - 1; i >= 0; i-- {
+		e := stack[i]
+		if mounttable.IsGuard(&e) {
+			r.Guarded = true
+		} else if r.Entry == nil {
+			r.Entry = &e
+		}
+		if ours := mounttable.IsGuard(&e) || mounttable.IsMountS3(&e); ours && len(r.Ours) == len(stack)-1-i {
+			r.Ours = append(r.Ours, e)
+		}
+	}
+	switch {
+	case r.Entry == nil:
+		r.State = Absent // nothing, or only the guard
+	case !mounttable.IsMountS3(r.Entry):
+		r.State = Foreign
+	default:
+		if r.Cause = c.probe(ctx, path); r.Cause != nil {
+			r.State = Dead
+		} else {
+			r.State = Live
+		}
+	}
+	return r, nil
+}
+
+// ErrNoAnswer is the cause of a Dead mount whose daemon did not answer in time.
+var ErrNoAnswer = errors.New("mount-s3 did not answer")
+
+// probe returns nil when the daemon behind path answers, else why it is considered dead.
+func (c *Checker) probe(ctx context.Context, path string) error {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	c.mu.Lock()
+	if since, ok := c.pending[path]; ok {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: a check started %v ago has not returned", ErrNoAnswer, time.Since(since).Round(time.Second))
+	}
+	if c.pending == nil {
+		c.pending = map[string]time.Time{}
+	}
+	c.pending[path] = time.Now()
+	c.mu.Unlock()
+
+	statfs := c.Statfs
+	if statfs == nil {
+		statfs = func(p string) error { var st syscall.Statfs_t; return syscall.Statfs(p, &st) }
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := statfs(path)
+		c.mu.Lock()
+		delete(c.pending, path)
+		c.mu.Unlock()
+		done <- err
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if isDead(err) {
+			return err
+		}
+		return nil // an answer, even an error such as ENOSYS, means a daemon serves the mount
+	case <-timer.C:
+		return fmt.Errorf("%w within %v", ErrNoAnswer, timeout)
+	case <-ctx.Done():
+		return fmt.Errorf("%w before the request's deadline: %v", ErrNoAnswer, ctx.Err())
+	}
+}
+
+// isDead reports whether a probe error means no daemon serves the mount.
+func isDead(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.EIO) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENODEV)
+}

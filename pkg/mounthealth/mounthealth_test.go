@@ -1,0 +1,142 @@
+package mounthealth
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+)
+
+const mountinfo = `1 0 8:1 / / rw - ext4 /dev/vda rw
+10 1 0:40 / /k/pods/a/mount rw - fuse mountpoint-s3 rw
+11 1 0:41 / /k/pods/b/mount rw - tmpfs tmpfs rw
+12 1 0:42 / /k/pods/c/mount rw - tmpfs tmpfs rw
+13 12 0:43 / /k/pods/c/mount rw - fuse mountpoint-s3 rw
+20 1 0:50 / /k/pods/d/mount ro - tmpfs s3csi-guard ro
+21 20 0:51 / /k/pods/d/mount rw - fuse mountpoint-s3 rw
+22 1 0:52 / /k/pods/e/mount ro - tmpfs s3csi-guard ro
+`
+
+func table(t *testing.T) mounttable.Table {
+	p := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(p, []byte(mountinfo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return mounttable.Table{Path: p}
+}
+
+func TestCheckStates(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		path   string
+		statfs error
+		want   State
+	}{
+		{"nothing mounted", "/k/pods/none/mount", nil, Absent},
+		{"another filesystem", "/k/pods/b/mount", nil, Foreign},
+		{"answering daemon", "/k/pods/a/mount", nil, Live},
+		{"daemon answers with an error", "/k/pods/a/mount", syscall.ENOSYS, Live},
+		{"daemon gone", "/k/pods/a/mount", syscall.ENOTCONN, Dead},
+		{"connection aborted", "/k/pods/a/mount", syscall.ECONNABORTED, Dead},
+		{"I/O error", "/k/pods/a/mount", syscall.EIO, Dead},
+		{"mount-s3 on top of another mount", "/k/pods/c/mount", nil, Live},
+		{"mount-s3 on its guard", "/k/pods/d/mount", nil, Live},
+		{"the guard alone", "/k/pods/e/mount", nil, Absent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			probed := false
+			c := &Checker{Table: table(t), Statfs: func(string) error { probed = true; return tc.statfs }}
+			r, err := c.Check(context.Background(), tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State != tc.want {
+				t.Errorf("state = %s (cause %v), want %s", r.State, r.Cause, tc.want)
+			}
+			if (r.State == Dead) != (r.Cause != nil) {
+				t.Errorf("cause %v with state %s", r.Cause, r.State)
+			}
+			if guarded := tc.path == "/k/pods/d/mount" || tc.path == "/k/pods/e/mount"; r.Guarded != guarded {
+				t.Errorf("guarded = %v, want %v", r.Guarded, guarded)
+			}
+			// Only a mount-s3 mount is ever touched.
+			if probed != (tc.want == Live || tc.want == Dead) {
+				t.Errorf("probed = %v for a %s path", probed, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckNeverBlocks: a daemon that does not answer makes the check return Dead at its
+// deadline, and later checks of that path return Dead at once while the first probe is stuck.
+// TestOurs: the mounts the driver may remove, top first, stop at a mount of something else.
+func TestOurs(t *testing.T) {
+	c := &Checker{Table: table(t), Statfs: func(string) error { return nil }}
+	for path, want := range map[string][]string{
+		"/k/pods/a/mount": {"mountpoint-s3"},
+		"/k/pods/b/mount": nil,
+		"/k/pods/c/mount": {"mountpoint-s3"}, // the tmpfs below is someone else's
+		"/k/pods/d/mount": {"mountpoint-s3", "s3csi-guard"},
+		"/k/pods/e/mount": {"s3csi-guard"},
+	} {
+		r, err := c.Check(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range r.Ours {
+			got = append(got, e.Source)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: ours = %v, want %v", path, got, want)
+		}
+	}
+}
+
+func TestCheckNeverBlocks(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	c := &Checker{Table: table(t), Timeout: 100 * time.Millisecond, Statfs: func(string) error {
+		calls.Add(1)
+		<-release
+		return syscall.ECONNABORTED
+	}}
+	start := time.Now()
+	r, err := c.Check(context.Background(), "/k/pods/a/mount")
+	if err != nil || r.State != Dead || !errors.Is(r.Cause, ErrNoAnswer) {
+		t.Fatalf("Check = %+v, %v; want Dead: no answer", r, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the check took %v with a 100ms deadline", d)
+	}
+	start = time.Now()
+	r, _ = c.Check(context.Background(), "/k/pods/a/mount")
+	if r.State != Dead || time.Since(start) > time.Second || calls.Load() != 1 {
+		t.Errorf("second check = %s after %v with %d probes; want Dead at once, one probe", r.State, time.Since(start), calls.Load())
+	}
+	close(release) // the mount was aborted: the stuck probe returns
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		c.mu.Lock()
+		n := len(c.pending)
+		c.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the returned probe is still pending")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.Statfs = func(string) error { return nil }
+	if r, _ := c.Check(context.Background(), "/k/pods/a/mount"); r.State != Live {
+		t.Errorf("after the probe returned: %s, want a fresh probe (Live)", r.State)
+	}
+}

@@ -1,0 +1,64 @@
+package mountmonitor
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+)
+
+// metrics are the monitor's Prometheus metrics.
+type metrics struct {
+	mounts    *prometheus.GaugeVec
+	dead      *prometheus.CounterVec
+	detection *prometheus.HistogramVec
+	repairs   *prometheus.CounterVec
+	repairDur *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	buckets := []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}
+	return &metrics{
+		mounts: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "s3csi_node_mount_health",
+			Help: "Published S3 mounts on this node by the mode that made them and their state at the last check (live or dead)."}, []string{"mode", "state"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s3csi_node_mount_dead_total",
+			Help: "Mounts found dead or gone (mount-s3 killed, stopped or not answering) by the node plugin's own checks."}, []string{"mode"}),
+		detection: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "s3csi_node_mount_dead_detection_seconds",
+			Help: "Time between the last check that found a mount live and the one that found it dead: an upper bound of how long a death went unnoticed.", Buckets: buckets}, []string{"mode"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s3csi_node_mount_repairs_total",
+			Help: "Repairs of dead mounts attempted by the node plugin, by result (succeeded or failed)."}, []string{"mode", "result"}),
+		repairDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "s3csi_node_mount_repair_seconds",
+			Help: "Duration of the node plugin's repairs of dead mounts.", Buckets: buckets}, []string{"mode"}),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.mounts, m.dead, m.detection, m.repairs, m.repairDur}
+}
+
+func (m *metrics) setMounts(counts map[mounter.Mode]map[string]int) {
+	for mode, byState := range counts {
+		for state, n := range byState {
+			m.mounts.WithLabelValues(string(mode), state).Set(float64(n))
+		}
+	}
+}
+
+func (m *metrics) detected(mode mounter.Mode, lastLive, now time.Time) {
+	m.dead.WithLabelValues(string(mode)).Inc()
+	if !lastLive.IsZero() {
+		m.detection.WithLabelValues(string(mode)).Observe(now.Sub(lastLive).Seconds())
+	}
+}
+
+func (m *metrics) repaired(mode mounter.Mode, ok bool, d time.Duration) {
+	result := "succeeded"
+	if !ok {
+		result = "failed"
+	}
+	m.repairs.WithLabelValues(string(mode), result).Inc()
+	if ok {
+		m.repairDur.WithLabelValues(string(mode)).Observe(d.Seconds())
+	}
+}

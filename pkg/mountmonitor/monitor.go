@@ -1,0 +1,221 @@
+// Package mountmonitor watches the node's S3 mounts without waiting for kubelet: it checks every
+// target the mount modes published (mounthealth: mount-s3 must answer within a deadline),
+// reports a dead or vanished mount (an Event on the workload pod, metrics, a log line), and
+// repairs it on the host side at once through the mode that made it, so new containers, and
+// containers restarted by kubelet, get a live mount; running containers whose volumeMount has
+// HostToContainer propagation see it live again without a restart.
+//
+// It checks every target periodically (Interval), and at once when told something may have
+// died (Trigger: a systemd unit left "active", a Mountpoint Pod's container restarted). Repairs
+// of one target back off (Interval doubling up to a minute) while they keep failing. A target
+// kubelet is working on (the node server holds its lock) is skipped until the next round.
+package mountmonitor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+)
+
+// Event reasons, on the workload pod.
+const (
+	ReasonMountDead         = "MountDead"
+	ReasonMountRepaired     = "MountRepaired"
+	ReasonMountRepairFailed = "MountRepairFailed"
+)
+
+// Locker serialises the monitor with the node server's operations on a target: the monitor
+// takes a target only when no call holds it, and calls wait for the monitor (inflight.Set).
+type Locker interface {
+	TryAcquireBackground(key string) (release func(), ok bool)
+}
+
+// Recorder reports what happened to a target's mount on its workload pod. warning is false
+// for a repair that succeeded.
+type Recorder interface {
+	Event(target mounter.Target, warning bool, reason, message string)
+}
+
+// Config configures a Monitor.
+type Config struct {
+	// Health judges the mounts.
+	Health *mounthealth.Checker
+	// Locks are the node server's per-target locks.
+	Locks Locker
+	// Interval is the period of the full check (default 2 s).
+	Interval time.Duration
+}
+
+// Monitor checks and repairs the mounts of one node.
+type Monitor struct {
+	cfg      Config
+	modes    map[mounter.Mode]mounter.Repairer
+	recorder Recorder
+	trigger  chan struct{}
+	metrics  *metrics
+
+	mu      sync.Mutex
+	targets map[string]*targetState
+}
+
+// targetState is what the monitor remembers about one target between rounds.
+type targetState struct {
+	lastLive  time.Time // last check that found it live
+	deadSince time.Time // first check that found it dead (zero: not dead)
+	failures  int       // repairs that failed in a row
+	nextTry   time.Time // no repair before this
+}
+
+// New returns a Monitor; Run starts it. Register its metrics with Collectors.
+func New(cfg Config) *Monitor {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 2 * time.Second
+	}
+	if cfg.Health == nil {
+		cfg.Health = &mounthealth.Checker{}
+	}
+	return &Monitor{cfg: cfg, modes: map[mounter.Mode]mounter.Repairer{}, trigger: make(chan struct{}, 1), metrics: newMetrics(), targets: map[string]*targetState{}}
+}
+
+// SetRecorder makes the monitor report Events (without one it only logs). Call before Run.
+func (m *Monitor) SetRecorder(r Recorder) { m.recorder = r }
+
+// Watch adds a mount mode to watch. Call before Run.
+func (m *Monitor) Watch(mode mounter.Mode, r mounter.Repairer) { m.modes[mode] = r }
+
+// Trigger asks for a check of every target now (it never blocks).
+func (m *Monitor) Trigger() {
+	select {
+	case m.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run checks every target at once, then every Interval and on Trigger, until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.Interval)
+	defer tick.Stop()
+	for {
+		m.Sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-m.trigger:
+		}
+	}
+}
+
+// Sweep checks every published target of every mode once and repairs the dead or vanished
+// ones whose back-off allows it.
+func (m *Monitor) Sweep(ctx context.Context) {
+	modes := make([]mounter.Mode, 0, len(m.modes))
+	for mode := range m.modes {
+		modes = append(modes, mode)
+	}
+	sort.Slice(modes, func(i, j int) bool { return modes[i] < modes[j] })
+	seen := map[string]bool{}
+	counts := map[mounter.Mode]map[string]int{}
+	for _, mode := range modes {
+		counts[mode] = map[string]int{"live": 0, "dead": 0}
+		for _, t := range m.modes[mode].Targets() {
+			seen[t.Path] = true
+			state := m.check(ctx, mode, t)
+			counts[mode][state]++
+		}
+	}
+	m.metrics.setMounts(counts)
+	m.mu.Lock()
+	for path := range m.targets {
+		if !seen[path] {
+			delete(m.targets, path) // unpublished
+		}
+	}
+	m.mu.Unlock()
+}
+
+// check handles one target and returns "live" or "dead" (dead includes vanished).
+func (m *Monitor) check(ctx context.Context, mode mounter.Mode, t mounter.Target) string {
+	release, ok := m.cfg.Locks.TryAcquireBackground(t.Path)
+	if !ok {
+		return "live" // kubelet is publishing or unpublishing it right now; next round
+	}
+	defer release()
+	if !m.modes[mode].Recorded(t.Path) {
+		return "live" // unpublished since Targets listed it
+	}
+	m.mu.Lock()
+	st := m.targets[t.Path]
+	if st == nil {
+		st = &targetState{}
+		m.targets[t.Path] = st
+	}
+	m.mu.Unlock()
+
+	r, err := m.cfg.Health.Check(ctx, t.Path)
+	if err != nil {
+		klog.ErrorS(err, "Checking a mount", "target", t.Path)
+		return "live"
+	}
+	now := time.Now()
+	if r.State == mounthealth.Live {
+		if !st.deadSince.IsZero() {
+			klog.InfoS("Mount is live again", "target", t.Path, "volumeID", t.VolumeID)
+		}
+		st.lastLive, st.deadSince, st.failures, st.nextTry = now, time.Time{}, 0, time.Time{}
+		return "live"
+	}
+	cause := fmt.Sprint(r.Cause)
+	if r.State != mounthealth.Dead {
+		cause = "the mount is gone (" + r.State.String() + ")"
+	}
+	if st.deadSince.IsZero() {
+		st.deadSince = now
+		m.metrics.detected(mode, st.lastLive, now)
+		msg := fmt.Sprintf("The S3 mount of volume %s is dead: %s. The node plugin mounts it again.", t.VolumeID, cause)
+		klog.InfoS("Dead mount detected", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "cause", cause)
+		m.event(t, true, ReasonMountDead, msg)
+	}
+	if now.Before(st.nextTry) {
+		return "dead"
+	}
+	start := time.Now()
+	repaired, err := m.modes[mode].Repair(ctx, t.Path)
+	if err != nil || repaired {
+		m.metrics.repaired(mode, err == nil, time.Since(start))
+	}
+	if err != nil {
+		st.failures++
+		backoff := min(m.cfg.Interval<<min(st.failures, 6), time.Minute)
+		st.nextTry = now.Add(backoff)
+		klog.ErrorS(err, "Repairing a dead mount failed", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "retryIn", backoff)
+		if st.failures == 1 || st.failures%10 == 0 {
+			m.event(t, true, ReasonMountRepairFailed, fmt.Sprintf("Mounting volume %s again failed: %v. The node plugin keeps trying; kubelet's next republish will too.", t.VolumeID, err))
+		}
+		return "dead"
+	}
+	if repaired {
+		klog.InfoS("Repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(start))
+		m.event(t, false, ReasonMountRepaired, fmt.Sprintf("The S3 mount of volume %s was mounted again after %v. Containers see it again if their volumeMount has mountPropagation: HostToContainer; others see it once restarted.",
+			t.VolumeID, time.Since(st.deadSince).Round(time.Millisecond)))
+	}
+	st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
+	return "live"
+}
+
+func (m *Monitor) event(t mounter.Target, warning bool, reason, msg string) {
+	if m.recorder != nil && t.WorkloadPodName != "" && t.WorkloadNamespace != "" {
+		m.recorder.Event(t, warning, reason, msg)
+	}
+}
+
+// Collectors returns the monitor's metrics, for a Prometheus registry.
+func (m *Monitor) Collectors() []prometheus.Collector { return m.metrics.collectors() }

@@ -1,0 +1,341 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+)
+
+// statfsWithin reports whether a statfs of path (which reaches mount-s3) answers within d.
+func statfsWithin(path string, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { var st syscall.Statfs_t; done <- syscall.Statfs(path, &st) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("statfs %s did not answer within %v", path, d)
+	}
+}
+
+// freeAddr returns a free loopback TCP address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// metric returns the sum of a metric's samples whose labels contain every wanted pair.
+func metric(t *testing.T, addr, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if f := strings.Fields(line); ok && len(f) == 2 {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// TestDeadMountRepairedWithoutKubelet: mount-s3 killed (-9) is noticed and its mount made live
+// again by the node plugin itself, within seconds, with no call from kubelet; what was written
+// before the crash is in the bucket and new writes land; metrics count it.
+func TestDeadMountRepairedWithoutKubelet(t *testing.T) {
+	addr := freeAddr(t)
+	s := newSuite(t, true, "--metrics-address="+addr)
+	s.s3.CreateBucket(t, "heal")
+	target := s.target("pod-a")
+	s.publish(rw(target, "heal"))
+	before := randomBytes(t, 64<<10)
+	if err := os.WriteFile(filepath.Join(target, "before"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pid := s.mainPID(target)
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the mount to be live again with a new mount-s3", func() bool {
+		p := s.mainPID(target)
+		return p != 0 && p != pid && statfsWithin(target, time.Second) == nil
+	})
+	t.Logf("mount live again %v after mount-s3 was killed, without kubelet", time.Since(killed).Round(time.Millisecond))
+	mustEqualBytes(t, "object written before the crash", s.s3.GetObject(t, "heal", "before"), before)
+	if err := os.WriteFile(filepath.Join(target, "after"), []byte("after"), 0o644); err != nil {
+		t.Fatalf("write after the repair: %v", err)
+	}
+	if got := s.s3.GetObject(t, "heal", "after"); string(got) != "after" {
+		t.Errorf("object written after the repair = %q", got)
+	}
+	waitFor(t, 10*time.Second, "the repair to be counted", func() bool {
+		return metric(t, addr, "s3csi_node_mount_dead_total", `mode="systemd"`) >= 1 &&
+			metric(t, addr, "s3csi_node_mount_repairs_total", `mode="systemd"`, `result="succeeded"`) >= 1
+	})
+	if live := metric(t, addr, "s3csi_node_mount_health", `mode="systemd"`, `state="live"`); live != 1 {
+		t.Errorf("s3csi_node_mount_health{state=live} = %v, want 1", live)
+	}
+	s.unpublish(target)
+	s.assertClean(target)
+}
+
+// TestVolumeStatsAndHealth: NodeGetVolumeStats and NodeGetVolumeHealth tell a live mount from a
+// dead one (mount-s3 killed, monitor off), never answering OK stats for a dead mount, and a
+// path without a mount of the driver is NotFound.
+func TestVolumeStatsAndHealth(t *testing.T) {
+	s := newSuite(t, true, "--health-check-interval=1h")
+	s.s3.CreateBucket(t, "stats")
+	target := s.target("pod-a")
+	ctx := context.Background()
+	stats := func() (*csi.NodeGetVolumeStatsResponse, error) {
+		return s.drv.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-stats", VolumePath: target})
+	}
+	health := func() (*csi.NodeGetVolumeHealthResponse, error) {
+		return s.drv.Node.NodeGetVolumeHealth(ctx, &csi.NodeGetVolumeHealthRequest{VolumeId: "vol-stats", VolumePublishPath: target})
+	}
+	if _, err := stats(); status.Code(err) != codes.NotFound {
+		t.Errorf("stats before publish: %v, want NotFound", err)
+	}
+	s.publish(rw(target, "stats"))
+	if r, err := stats(); err != nil || len(r.GetUsage()) != 1 || r.GetUsage()[0].GetUnit() != csi.VolumeUsage_BYTES {
+		t.Errorf("stats of a live mount = %v, %v", r, err)
+	}
+	if r, err := health(); err != nil || len(r.GetVolumeHealth().GetHealthStatuses()) != 0 {
+		t.Errorf("health of a live mount = %v, %v; want no status", r, err)
+	}
+	if err := syscall.Kill(s.mainPID(target), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the mount to die", func() bool {
+		return errors.Is(statfsWithin(target, time.Second), syscall.ENOTCONN)
+	})
+	if _, err := stats(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "dead") {
+		t.Errorf("stats of a dead mount: %v, want FailedPrecondition naming the dead mount", err)
+	}
+	r, err := health()
+	if err != nil || len(r.GetVolumeHealth().GetHealthStatuses()) != 1 {
+		t.Fatalf("health of a dead mount = %v, %v", r, err)
+	}
+	if h := r.GetVolumeHealth().GetHealthStatuses()[0]; h.GetStatus() != csi.VolumeHealthErrorType_INACCESSIBLE || h.GetReason() != "MountDead" {
+		t.Errorf("health status = %v", h)
+	}
+	s.publish(rw(target, "stats")) // kubelet's republish repairs it
+	if _, err := stats(); err != nil {
+		t.Errorf("stats after the repair: %v", err)
+	}
+	s.unpublish(target)
+	s.assertClean(target)
+}
+
+// TestUnresponsiveMountS3: a mount-s3 that stops answering (SIGSTOP) blocks nothing: stats,
+// health, republish and unpublish of its volume return within their deadlines with the right
+// outcome while another volume keeps being served.
+func TestUnresponsiveMountS3(t *testing.T) {
+	s := newSuite(t, true, "--health-check-interval=1h", "--health-timeout=1s")
+	s.s3.CreateBucket(t, "stuck")
+	stuck, other := s.target("pod-stuck"), s.target("pod-other")
+	s.publish(rw(stuck, "stuck"))
+	s.publish(rw(other, "stuck"))
+	pid := s.mainPID(stuck)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT); _ = syscall.Kill(pid, syscall.SIGKILL) })
+	within := func(what string, d time.Duration, call func(ctx context.Context) error) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		start := time.Now()
+		err := call(ctx)
+		if took := time.Since(start); took > d {
+			t.Errorf("%s took %v, want at most %v", what, took.Round(time.Millisecond), d)
+		}
+		return err
+	}
+	err := within("stats", 10*time.Second, func(ctx context.Context) error {
+		_, err := s.drv.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-stuck", VolumePath: stuck})
+		return err
+	})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("stats of an unresponsive mount: %v, want FailedPrecondition: did not answer", err)
+	}
+	if err := within("stats of the other volume", 5*time.Second, func(ctx context.Context) error {
+		_, err := s.drv.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-stuck", VolumePath: other})
+		return err
+	}); err != nil {
+		t.Errorf("the other volume while one mount-s3 hangs: %v", err)
+	}
+	// The republish aborts the hung connection and mounts again.
+	if err := within("republish", 30*time.Second, func(ctx context.Context) error {
+		_, err := s.drv.Node.NodePublishVolume(ctx, rw(stuck, "stuck"))
+		return err
+	}); err != nil {
+		t.Fatalf("republish of an unresponsive mount: %v\n%s", err, tailLog(s.drv.Log()))
+	}
+	if err := statfsWithin(stuck, 2*time.Second); err != nil {
+		t.Errorf("after the republish: %v", err)
+	}
+	if err := within("unpublish", 30*time.Second, func(ctx context.Context) error {
+		_, err := s.drv.Node.NodeUnpublishVolume(ctx, rwUnpublish(stuck))
+		return err
+	}); err != nil {
+		t.Errorf("unpublish: %v", err)
+	}
+	s.unpublish(other)
+	s.assertClean(stuck)
+	s.assertClean(other)
+}
+
+// TestSystemdStoppedThenStarted: when the systemd manager stops (SIGTERM: every unit stopped,
+// mount-s3 unmounts), the targets show the driver's read-only guard, so a write into them
+// fails instead of landing on the node's disk; when it comes back, the node plugin mounts
+// every target again without kubelet.
+func TestSystemdStoppedThenStarted(t *testing.T) {
+	s := newSuite(t, true)
+	s.s3.CreateBucket(t, "outage")
+	a, b := s.target("pod-a"), s.target("pod-b")
+	for i, target := range []string{a, b} {
+		s.publish(rw(target, "outage"))
+		if err := os.WriteFile(filepath.Join(target, fmt.Sprintf("before-%d", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.sd.Stop(syscall.SIGTERM)
+	waitFor(t, 20*time.Second, "mount-s3's mounts to vanish", func() bool {
+		for _, target := range []string{a, b} {
+			if m := mountS3At(target); m {
+				return false
+			}
+		}
+		return true
+	})
+	for _, target := range []string{a, b} {
+		err := os.WriteFile(filepath.Join(target, "during-outage"), []byte("lost?"), 0o644)
+		if !errors.Is(err, syscall.EROFS) {
+			t.Errorf("write into %s while its mount is gone: %v, want EROFS (the guard)", target, err)
+		}
+	}
+	s.sd.Start()
+	for _, target := range []string{a, b} {
+		waitFor(t, 30*time.Second, "the mount to be live again", func() bool {
+			return mountS3At(target) && statfsWithin(target, time.Second) == nil
+		})
+		if _, err := os.Stat(filepath.Join(target, "during-outage")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a file written during the outage exists: %v", err)
+		}
+	}
+	if keys := s.s3.ListKeys(t, "outage"); len(keys) != 2 {
+		t.Errorf("bucket holds %v, want the two files written before the outage", keys)
+	}
+	s.unpublish(a)
+	s.unpublish(b)
+	s.assertClean(a)
+	s.assertClean(b)
+}
+
+// mountS3At reports whether a mount-s3 mount is the top mount at path.
+func mountS3At(path string) bool {
+	entries, err := mounttable.Table{}.List()
+	if err != nil {
+		return false
+	}
+	top := ""
+	for _, e := range entries {
+		if e.MountPoint == path {
+			top = e.Source
+		}
+	}
+	return top == mounttable.FSName
+}
+
+// TestUnpublishInEveryState: unpublish succeeds and leaves nothing whatever the target holds:
+// a dead mount, the guard alone (a publish that died half way), nothing, a target already gone;
+// and on a node with neither mode available it still clears a never-mounted target.
+func TestUnpublishInEveryState(t *testing.T) {
+	s := newSuite(t, true, "--health-check-interval=1h")
+	s.s3.CreateBucket(t, "states")
+	dead := s.target("pod-dead")
+	s.publish(rw(dead, "states"))
+	if err := syscall.Kill(s.mainPID(dead), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the mount to die", func() bool {
+		return errors.Is(statfsWithin(dead, time.Second), syscall.ENOTCONN)
+	})
+	s.unpublish(dead)
+	s.assertClean(dead)
+
+	// The guard alone with systemd mode's state: mount-s3's mount vanished (stopped).
+	guardOnly := s.target("pod-guard")
+	s.publish(rw(guardOnly, "states"))
+	if out, err := osexec.Command("umount", guardOnly).CombinedOutput(); err != nil { // mount-s3's mount, from outside
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	if mountS3At(guardOnly) {
+		t.Fatal("mount-s3's mount is still there")
+	}
+	s.unpublish(guardOnly)
+	s.assertClean(guardOnly)
+
+	never := s.target("pod-never") // the target directory kubelet made, nothing mounted
+	if err := os.MkdirAll(never, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	s.unpublish(never)
+	s.assertClean(never)
+	s.unpublish(never) // already gone
+	s.unpublish(filepath.Join(s.kubelet, "pods", "no-such-pod", "volumes", "kubernetes.io~csi", "pv", "mount"))
+}
+
+// TestUnpublishWithoutAnyMode: a node plugin with systemd mode off (and no API access, so no
+// pod mode) still clears a never-mounted target: it never dials systemd for it.
+func TestUnpublishWithoutAnyMode(t *testing.T) {
+	s := newSuite(t, true, "--systemd-mounter=false", "--systemd-socket=/nonexistent/systemd/private")
+	never := s.target("pod-never")
+	if err := os.MkdirAll(never, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.unpublish(never)
+	if _, err := os.Stat(never); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target left: %v", err)
+	}
+	if strings.Contains(s.drv.Log(), "/nonexistent/systemd") {
+		t.Error("the plugin dialed systemd for a target without a mount")
+	}
+	t.Logf("unpublish took %v", time.Since(start))
+}
