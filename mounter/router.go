@@ -60,7 +60,22 @@ func (r *Router) Classify(target string) (mode Mode, mounted bool, err error) {
 	if !mounttable.IsMountS3(top) {
 		return "", false, nil
 	}
+	// A mode's own record of the target decides; the mount table only for mounts without one
+	// (a dead bind's device no longer matches the shared mount that replaced it).
+	for _, m := range []Mode{ModePod, ModeSystemd} {
+		if rep, ok := r.implOf(m).(Repairer); ok && rep.Recorded(target) {
+			return m, true, nil
+		}
+	}
 	return r.classify(top, entries), true, nil
+}
+
+// implOf returns the implementation of mode m, nil when it is not available.
+func (r *Router) implOf(m Mode) Mounter {
+	if m == ModePod {
+		return r.pod
+	}
+	return r.systemd
 }
 
 func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) Mode {

@@ -270,18 +270,29 @@ func waitServed(ctx context.Context, source string, errWatch *fileWatch) error {
 
 // unmountSource removes a shared FUSE mount, also when no daemon serves it anymore: a mount
 // whose daemon does not answer is unmounted with MNT_FORCE, which aborts its FUSE connection
-// first, so nothing waits on it. The plugin's own other views of it go too.
+// first, so nothing waits on it. The plugin's own other views of it go too. The source
+// directory is the driver's own, so whatever else is mounted there (a leftover) goes as well.
 func (m *Mounter) unmountSource(ctx context.Context, source string) error {
 	r, err := m.health.Check(ctx, source)
 	if err != nil {
 		return err
 	}
-	for i, e := range r.Ours {
-		if i == 0 {
+	entries, err := m.health.Table.List()
+	if err != nil {
+		return err
+	}
+	var stack []mounttable.Entry // top first
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].MountPoint == source {
+			stack = append(stack, entries[i])
+		}
+	}
+	for i, e := range stack {
+		if i == 0 && mounttable.IsMountS3(&e) {
 			m.unmountOwnCopies(source, &e)
 		}
 		flags := 0
-		if !(i == 0 && r.State == mounthealth.Live) {
+		if mounttable.IsMountS3(&e) && !(i == 0 && r.State == mounthealth.Live) {
 			flags = unix.MNT_FORCE | unix.MNT_DETACH
 		}
 		if err := unmount(source, flags); err != nil {
@@ -293,7 +304,6 @@ func (m *Mounter) unmountSource(ctx context.Context, source string) error {
 	if err := os.Remove(source); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove source directory: %w", err)
 	}
-	_ = os.Remove(m.paths.sourceRecord(filepath.Base(source)))
 	return nil
 }
 
@@ -378,7 +388,8 @@ func (m *Mounter) sourceOf(entry *mounttable.Entry) string {
 // credentials are still in the pod's comm directory). It reports whether it mounted; a live
 // target, or one it has no record of, is left alone. It needs the Mountpoint Pod Running (a
 // restarted container serves again); a Mountpoint Pod that was replaced needs kubelet's
-// republish (new credentials).
+// republish (new credentials). A restarted container that is not listening yet makes the
+// hand-over fail: the monitor tries again.
 func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	rec, err := readTargetRecord(m.paths.targetRecord(target))
 	if err != nil {
@@ -392,7 +403,7 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if pod == nil || phaseOf(pod) != corev1.PodRunning || !podReady(pod) {
+	if pod == nil || phaseOf(pod) != corev1.PodRunning {
 		return false, fmt.Errorf("%w: Mountpoint Pod %s is not serving yet", mounter.ErrUnavailable, rec.MountpointPod)
 	}
 	var src sourceRecord
@@ -438,15 +449,6 @@ func (m *Mounter) Recorded(target string) bool {
 
 var _ mounter.Repairer = (*Mounter)(nil)
 
-// podReady reports whether every container of pod is ready.
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.ContainerStatuses {
-		if !c.Ready {
-			return false
-		}
-	}
-	return len(pod.Status.ContainerStatuses) > 0
-}
 
 // withMargin returns ctx shortened by margin when it has a deadline, so a wait that times out
 // still leaves time to report why.

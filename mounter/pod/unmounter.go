@@ -97,6 +97,7 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 		return err
 	}
 	if pod == nil {
+		_ = os.Remove(u.m.paths.sourceRecord(mp))
 		if _, err := os.Stat(source); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
@@ -122,6 +123,7 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 	if err := u.m.unmountSource(ctx, source); err != nil {
 		return err
 	}
+	_ = os.Remove(u.m.paths.sourceRecord(mp))
 	if err := os.RemoveAll(filepath.Join(comm, commCredentials)); err != nil {
 		return fmt.Errorf("remove credentials: %w", err)
 	}
