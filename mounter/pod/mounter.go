@@ -449,7 +449,6 @@ func (m *Mounter) Recorded(target string) bool {
 
 var _ mounter.Repairer = (*Mounter)(nil)
 
-
 // withMargin returns ctx shortened by margin when it has a deadline, so a wait that times out
 // still leaves time to report why.
 func withMargin(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
