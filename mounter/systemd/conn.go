@@ -22,6 +22,7 @@ type dbusConn interface {
 	ResetFailedUnitContext(ctx context.Context, name string) error
 	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
 	SystemStateContext(ctx context.Context) (*sd.Property, error)
+	SetSubStateSubscriber(updateCh chan<- *sd.SubStateUpdate, errCh chan<- error)
 	Connected() bool
 	Close()
 }
@@ -65,9 +66,13 @@ var errConnLost = errors.New("connection to systemd lost while waiting for a job
 // even while systemd is unreachable and recovers on the next call.
 type bus struct {
 	dial dialFunc
+	// onConnect, when set, runs with every new connection and a channel closed when that
+	// connection is replaced or closed.
+	onConnect func(c dbusConn, gone <-chan struct{})
 
 	mu   sync.Mutex
 	conn dbusConn
+	gone chan struct{}
 }
 
 // get returns a live connection, dialling a new one when there is none or the old one dropped.
@@ -77,16 +82,25 @@ func (b *bus) get() (dbusConn, error) {
 	if b.conn != nil && b.conn.Connected() {
 		return b.conn, nil
 	}
-	if b.conn != nil {
-		b.conn.Close()
-		b.conn = nil
-	}
+	b.dropLocked()
 	c, err := b.dial()
 	if err != nil {
 		return nil, fmt.Errorf("%w: systemd: %v", mounter.ErrUnavailable, err)
 	}
-	b.conn = c
+	b.conn, b.gone = c, make(chan struct{})
+	if b.onConnect != nil {
+		b.onConnect(c, b.gone)
+	}
 	return c, nil
+}
+
+// dropLocked closes the current connection, if any.
+func (b *bus) dropLocked() {
+	if b.conn != nil {
+		b.conn.Close()
+		b.conn = nil
+		close(b.gone)
+	}
 }
 
 // do runs call with a live connection. If the call fails because the connection dropped
@@ -108,10 +122,7 @@ func (b *bus) do(call func(dbusConn) error) error {
 func (b *bus) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.conn != nil {
-		b.conn.Close()
-		b.conn = nil
-	}
+	b.dropLocked()
 }
 
 // waitJob waits for a job started on c to finish and returns its result ("done", "failed",

@@ -29,8 +29,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
@@ -518,3 +520,30 @@ func (m *Mounter) Recorded(target string) bool {
 }
 
 var _ mounter.Repairer = (*Mounter)(nil)
+
+// WatchUnits makes changed run whenever a mount unit of this driver leaves its running state
+// (mount-s3 exited, was killed or stopped) and whenever a new connection to systemd is made
+// (systemd came back: its units may be gone), so a caller can check the mounts at once instead
+// of at its next sweep. It follows systemd's PropertiesChanged signals on the private socket.
+// Call before the first use of the Mounter.
+func (m *Mounter) WatchUnits(changed func()) {
+	m.bus.onConnect = func(c dbusConn, gone <-chan struct{}) {
+		updates := make(chan *sd.SubStateUpdate, 256)
+		errs := make(chan error, 16)
+		c.SetSubStateSubscriber(updates, errs)
+		go func() {
+			for {
+				select {
+				case <-gone:
+					return
+				case <-errs:
+				case u := <-updates:
+					if strings.HasPrefix(u.UnitName, "mount-s3-") && !strings.HasPrefix(u.UnitName, "mount-s3-umount-") && u.SubState != "running" {
+						changed()
+					}
+				}
+			}
+		}()
+		changed()
+	}
+}

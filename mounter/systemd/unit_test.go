@@ -156,6 +156,8 @@ func (f *fakeConn) SystemStateContext(context.Context) (*sd.Property, error) {
 	return &sd.Property{Name: "SystemState", Value: dbus.MakeVariant("running")}, nil
 }
 
+func (f *fakeConn) SetSubStateSubscriber(chan<- *sd.SubStateUpdate, chan<- error) {}
+
 func (f *fakeConn) Connected() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

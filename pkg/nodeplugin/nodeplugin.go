@@ -112,6 +112,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer sm.Close()
 		monitor.Watch(mounter.ModeSystemd, sm)
+		sm.WatchUnits(monitor.Trigger)
 	}
 
 	mode := func() mounter.Mode { return cfg.DefaultMode }

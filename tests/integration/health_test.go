@@ -339,3 +339,25 @@ func TestUnpublishWithoutAnyMode(t *testing.T) {
 	}
 	t.Logf("unpublish took %v", time.Since(start))
 }
+
+// TestDeadMountNoticedThroughSystemd: with the periodic check out of the way (an hour), a
+// killed mount-s3 is still noticed at once, through systemd's signal that its unit stopped
+// running, and repaired.
+func TestDeadMountNoticedThroughSystemd(t *testing.T) {
+	s := newSuite(t, true, "--health-check-interval=1h")
+	s.s3.CreateBucket(t, "signal")
+	target := s.target("pod-a")
+	s.publish(rw(target, "signal"))
+	pid := s.mainPID(target)
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the mount to be live again with a new mount-s3", func() bool {
+		p := s.mainPID(target)
+		return p != 0 && p != pid && statfsWithin(target, time.Second) == nil
+	})
+	t.Logf("repaired %v after the kill, noticed through systemd's unit signal", time.Since(killed).Round(time.Millisecond))
+	s.unpublish(target)
+	s.assertClean(target)
+}
