@@ -48,7 +48,21 @@ type Request struct {
 	VolumeReadOnly bool
 	// FSGroup is the workload's fsGroup ("" when none); Args already carry its effects.
 	FSGroup string
+	// Recovery is what the node plugin does after repairing a dead mount (volume attribute
+	// mountRecovery): RecoveryRepair or RecoveryRestartPod.
+	Recovery string
 }
+
+// Recovery policies (volume attribute mountRecovery).
+const (
+	// RecoveryRepair mounts a dead mount again on the host; containers whose volumeMount has
+	// HostToContainer propagation see it, others after they restart.
+	RecoveryRepair = "repair"
+	// RecoveryRestartPod also deletes, after the repair, a workload pod that has an owner (its
+	// controller recreates it) when one of its containers mounts the volume without
+	// HostToContainer propagation, so no container is left on a dead mount.
+	RecoveryRestartPod = "restart-pod"
+)
 
 // CABundleFile is the name implementations give the CA bundle file.
 const CABundleFile = "ca-bundle.pem"
@@ -92,6 +106,10 @@ type Target struct {
 	VolumeID string
 	// The workload pod (for Events); any may be empty when kubelet did not send it.
 	WorkloadPodUID, WorkloadPodName, WorkloadNamespace string
+	// PVName is the PersistentVolume (from kubelet's target path layout; may be empty).
+	PVName string
+	// Recovery is the volume's recovery policy (Request.Recovery).
+	Recovery string
 }
 
 // Repairer is implemented by a mount mode that can list the targets it published and mount one

@@ -123,7 +123,8 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		return err
 	}
 	return m.bindTarget(ctx, source, targetRecord{Target: req.Target, MountpointPod: mp, VolumeID: req.VolumeID, ReadOnly: req.ReadOnly,
-		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace})
+		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
+		PVName: req.PVName, Recovery: req.Recovery})
 }
 
 // bindTarget makes rec.Target a bind of source over the driver's guard: nothing to do when it
@@ -434,7 +435,7 @@ func (m *Mounter) Targets() []mounter.Target {
 			continue // a record being written
 		}
 		if rec, err := readTargetRecord(filepath.Join(m.paths.targetRecords(), e.Name())); err == nil {
-			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID,
+			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID, PVName: rec.PVName, Recovery: rec.Recovery,
 				WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
 		}
 	}

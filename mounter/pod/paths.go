@@ -89,6 +89,8 @@ type targetRecord struct {
 	WorkloadPodUID    string `json:"workloadPodUID"`
 	WorkloadPodName   string `json:"workloadPodName,omitempty"`
 	WorkloadNamespace string `json:"workloadNamespace,omitempty"`
+	PVName            string `json:"pvName,omitempty"`
+	Recovery          string `json:"recovery,omitempty"`
 }
 
 func readTargetRecord(path string) (targetRecord, error) {

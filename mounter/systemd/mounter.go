@@ -256,7 +256,8 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	}
 	args := req.Args.List()
 	rec := record{VolumeID: req.VolumeID, Bucket: req.Bucket, Target: req.Target, ReadOnly: req.ReadOnly, Args: args, Env: env,
-		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace}
+		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
+		PVName: req.PVName, Recovery: req.Recovery}
 	if err := writeRecord(dir, rec); err != nil {
 		return err
 	}
@@ -506,7 +507,7 @@ func (m *Mounter) Targets() []mounter.Target {
 	var out []mounter.Target
 	for _, e := range entries {
 		if rec, err := readRecord(filepath.Join(m.cfg.StateDir, e.Name())); err == nil && rec.Target != "" {
-			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID,
+			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID, PVName: rec.PVName, Recovery: rec.Recovery,
 				WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
 		}
 	}

@@ -125,6 +125,8 @@ type record struct {
 	WorkloadPodUID    string `json:"workloadPodUID,omitempty"`
 	WorkloadPodName   string `json:"workloadPodName,omitempty"`
 	WorkloadNamespace string `json:"workloadNamespace,omitempty"`
+	PVName            string `json:"pvName,omitempty"`
+	Recovery          string `json:"recovery,omitempty"`
 }
 
 const recordFileName = "mount.json"

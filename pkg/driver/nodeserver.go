@@ -227,6 +227,13 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		}
 		podNS = v
 	}
+	recovery := mounter.RecoveryRepair
+	if v, ok := vc[ctxRecovery]; ok {
+		if v != mounter.RecoveryRepair && v != mounter.RecoveryRestartPod {
+			return r, invalid("volume_context."+ctxRecovery, "%q is not a recovery policy: use %s or %s", v, mounter.RecoveryRepair, mounter.RecoveryRestartPod)
+		}
+		recovery = v
+	}
 	podName := ""
 	if v, ok := vc[ctxPodName]; ok {
 		if err := validateText("volume_context."+ctxPodName, v, 253); err != nil {
@@ -261,6 +268,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		WorkloadPodUID:    podUID,
 		WorkloadNamespace: podNS,
 		WorkloadPodName:   podName,
+		Recovery:          recovery,
 		Bucket:            vc[ctxBucketName],
 		Target:            tp.Path,
 		Args:              built.Args,
@@ -283,7 +291,7 @@ func unknownContextKeys(vc map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(vc)) {
 		switch k {
-		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS, ctxPodName:
+		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS, ctxPodName, ctxRecovery:
 		default:
 			out = append(out, k)
 		}

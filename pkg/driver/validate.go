@@ -16,6 +16,7 @@ const (
 	ctxPodUID      = "csi.storage.k8s.io/pod.uid"
 	ctxPodNS       = "csi.storage.k8s.io/pod.namespace"
 	ctxPodName     = "csi.storage.k8s.io/pod.name"
+	ctxRecovery    = "mountRecovery"
 	maxVolumeID    = 1024
 	maxContextKeys = 64
 	maxContextVal  = 64 << 10 // kubelet's serviceAccount.tokens can be large

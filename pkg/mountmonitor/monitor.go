@@ -30,12 +30,20 @@ const (
 	ReasonMountDead         = "MountDead"
 	ReasonMountRepaired     = "MountRepaired"
 	ReasonMountRepairFailed = "MountRepairFailed"
+	ReasonPodRestarted      = "MountRecoveryRestartedPod"
 )
 
 // Locker serialises the monitor with the node server's operations on a target: the monitor
 // takes a target only when no call holds it, and calls wait for the monitor (inflight.Set).
 type Locker interface {
 	TryAcquireBackground(key string) (release func(), ok bool)
+}
+
+// Restarter applies the restart-pod recovery policy after a repair: it deletes the workload pod
+// when it has an owner and one of its containers mounts the volume without HostToContainer
+// propagation, and says what it did (for the Event).
+type Restarter interface {
+	RestartIfBlind(ctx context.Context, t mounter.Target) (string, error)
 }
 
 // Recorder reports what happened to a target's mount on its workload pod. warning is false
@@ -56,11 +64,12 @@ type Config struct {
 
 // Monitor checks and repairs the mounts of one node.
 type Monitor struct {
-	cfg      Config
-	modes    map[mounter.Mode]mounter.Repairer
-	recorder Recorder
-	trigger  chan struct{}
-	metrics  *metrics
+	cfg       Config
+	modes     map[mounter.Mode]mounter.Repairer
+	recorder  Recorder
+	restarter Restarter
+	trigger   chan struct{}
+	metrics   *metrics
 
 	mu      sync.Mutex
 	targets map[string]*targetState
@@ -87,6 +96,10 @@ func New(cfg Config) *Monitor {
 
 // SetRecorder makes the monitor report Events (without one it only logs). Call before Run.
 func (m *Monitor) SetRecorder(r Recorder) { m.recorder = r }
+
+// SetRestarter enables the restart-pod recovery policy (without one it is logged and skipped).
+// Call before Run.
+func (m *Monitor) SetRestarter(r Restarter) { m.restarter = r }
 
 // Watch adds a mount mode to watch. Call before Run.
 func (m *Monitor) Watch(mode mounter.Mode, r mounter.Repairer) { m.modes[mode] = r }
@@ -206,9 +219,30 @@ func (m *Monitor) check(ctx context.Context, mode mounter.Mode, t mounter.Target
 		klog.InfoS("Repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(start))
 		m.event(t, false, ReasonMountRepaired, fmt.Sprintf("The S3 mount of volume %s was mounted again after %v. Containers see it again if their volumeMount has mountPropagation: HostToContainer; others see it once restarted.",
 			t.VolumeID, time.Since(st.deadSince).Round(time.Millisecond)))
+		m.recover(ctx, t)
 	}
 	st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
 	return "live"
+}
+
+// recover applies the volume's recovery policy after a repair.
+func (m *Monitor) recover(ctx context.Context, t mounter.Target) {
+	if t.Recovery != mounter.RecoveryRestartPod {
+		return
+	}
+	if m.restarter == nil {
+		klog.InfoS("Recovery policy restart-pod needs the Kubernetes API; the pod was not restarted", "target", t.Path)
+		return
+	}
+	what, err := m.restarter.RestartIfBlind(ctx, t)
+	if err != nil {
+		klog.ErrorS(err, "Recovery policy restart-pod", "target", t.Path, "pod", t.WorkloadNamespace+"/"+t.WorkloadPodName)
+		m.event(t, true, ReasonMountRepaired, fmt.Sprintf("Recovery policy restart-pod could not restart the pod: %v. Delete it to get a live mount in every container.", err))
+		return
+	}
+	if what != "" {
+		m.event(t, true, ReasonPodRestarted, what)
+	}
 }
 
 func (m *Monitor) event(t mounter.Target, warning bool, reason, msg string) {

@@ -179,6 +179,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stopEvents()
 		monitor.SetRecorder(recorder)
+		cs, err := kubernetes.NewForConfig(cfg.Kube)
+		if err != nil {
+			return err
+		}
+		monitor.SetRestarter(&podRestarter{cs: cs, node: cfg.NodeID})
 	}
 	go monitor.Run(ctx)
 	if cfg.HealthAddress != "" {
