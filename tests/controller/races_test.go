@@ -8,6 +8,7 @@ import (
 	"time"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -64,7 +65,7 @@ func (e *env) expectExactly(claims, perClaim int) {
 				}
 			}
 		}
-		if n := len(e.mountpointPods()); n != claims {
+		if n := len(e.activeMountpointPods(atts)); n != claims {
 			return fmt.Sprintf("%d Mountpoint Pods, want %d", n, claims)
 		}
 		return ""
@@ -101,14 +102,35 @@ func TestLeaderElectionTwoReplicas(t *testing.T) {
 	e.expectExactly(5, 6)
 }
 
+// activeMountpointPods returns the Mountpoint Pods that serve workloads: those an attachment
+// names, and any other that is not being retired (an orphan awaiting retirement counts too, so
+// a duplicate that escaped retirement is caught).
+func (e *env) activeMountpointPods(atts []crdv2.MountpointS3PodAttachment) []string {
+	named := map[string]bool{}
+	for _, a := range atts {
+		for mp := range a.Spec.MountpointS3PodAttachments {
+			named[mp] = true
+		}
+	}
+	var out []string
+	for _, p := range e.mountpointPods() {
+		if named[p.Name] || p.Annotations[reconciler.AnnotationNeedsUnmount] == "" {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// TestControllerRestartMidBurst: a controller killed mid-burst and restarted ends with one
+// attachment and one serving Mountpoint Pod per volume. A Mountpoint Pod created just before the
+// kill but not yet recorded in an attachment is an orphan: it must be retired (marked
+// needs-unmount) once older than the orphan grace, never left serving.
 func TestControllerRestartMidBurst(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, "--orphan-grace=3s")
 	claims := e.claims(20)
 	e.burst(claims, 10, func() {
 		e.ctrl.Kill()
 		e.ctrl.Start()
 	})
 	e.expectExactly(20, 10)
-	var list crdv2.MountpointS3PodAttachmentList
-	_ = list
 }
