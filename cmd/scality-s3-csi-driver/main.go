@@ -93,7 +93,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.healthAddress, "health-address", "", "node mode: address of /healthz, the plugin's own Probe for kubelet's liveness probe, e.g. :9808 (none when empty: the livenessprobe sidecar serves it)")
 	fs.StringVar(&o.registrationPath, "kubelet-registration-path", "", "node mode: register with kubelet by itself (no node-driver-registrar): the host path of the CSI socket as kubelet sees it, e.g. /var/lib/kubelet/plugins/s3.csi.scality.com/csi.sock; the registration socket goes to <kubelet-path>/plugins_registry (none when empty)")
 	fs.DurationVar(&o.healthTimeout, "health-timeout", 5*time.Second, "node mode: how long mount-s3 has to answer a liveness check (statfs) before its mount counts as dead")
-	fs.DurationVar(&o.healthInterval, "health-check-interval", 2*time.Second, "node mode: how often every published mount is checked, and a dead one mounted again, without waiting for kubelet")
+	fs.DurationVar(&o.healthInterval, "health-check-interval", 2*time.Second, "node mode: how often every published mount is checked, and a dead one mounted again, without waiting for kubelet (besides the checks systemd's unit signals and Mountpoint Pod changes trigger); 0 turns the monitor off: dead mounts are then repaired by kubelet's republish only")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
@@ -138,8 +138,8 @@ func (o *options) validate() error {
 	if _, err := mounter.ParseMode(o.defaultMounter); err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
 	}
-	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval <= 0 {
-		errs = append(errs, errors.New("--pod-sweep-interval, --api-timeout, --health-timeout and --health-check-interval must be positive"))
+	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval < 0 {
+		errs = append(errs, errors.New("--pod-sweep-interval, --api-timeout and --health-timeout must be positive, --health-check-interval not negative"))
 	}
 	if o.s3CABundle != "" && !filepath.IsAbs(o.s3CABundle) {
 		errs = append(errs, fmt.Errorf("--s3-ca-bundle must be an absolute path, not %q", o.s3CABundle))

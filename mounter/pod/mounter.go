@@ -148,15 +148,11 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecor
 	case mounthealth.Foreign:
 		return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	case mounthealth.Dead:
-		klog.InfoS("Target holds a dead mount; binding the shared mount again", "target", target, "mountpointPod", rec.MountpointPod, "cause", r.Cause)
-		for _, e := range r.Ours {
-			if mounttable.IsGuard(&e) {
-				break
-			}
-			if err := unmount(target, unix.MNT_DETACH); err != nil {
-				return fmt.Errorf("remove the dead mount: %w", err)
-			}
-		}
+		// The new bind goes on top of the dead one, which stays until the unpublish: running
+		// containers hold copies of the dead mount, and a mount stacked on it propagates into
+		// those whose volumeMount has HostToContainer propagation, which then see the live mount
+		// without a restart. Unmounting the dead one first would remove their copies instead.
+		klog.InfoS("Target holds a dead mount; binding the shared mount again on top of it", "target", target, "mountpointPod", rec.MountpointPod, "cause", r.Cause)
 	}
 	created := false
 	if err := os.Mkdir(target, 0o755); err == nil {

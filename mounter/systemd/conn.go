@@ -23,6 +23,7 @@ type dbusConn interface {
 	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
 	SystemStateContext(ctx context.Context) (*sd.Property, error)
 	SetSubStateSubscriber(updateCh chan<- *sd.SubStateUpdate, errCh chan<- error)
+	KillUnitContext(ctx context.Context, name string, signal int32)
 	Connected() bool
 	Close()
 }

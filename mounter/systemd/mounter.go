@@ -128,13 +128,8 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		if rec, err := readRecord(dir); err == nil && (rec.VolumeID != req.VolumeID || rec.Bucket != req.Bucket) {
 			return fmt.Errorf("%w: %s holds a dead mount of volume %q (bucket %q)", mounter.ErrTargetInUse, req.Target, rec.VolumeID, rec.Bucket)
 		}
-		klog.InfoS("Target holds a dead mount; mounting it again", "target", req.Target, "unit", unit, "cause", r.Cause)
-		if err := m.clearDead(ctx, req.Target, dir, r); err != nil {
-			return fmt.Errorf("clear the dead mount: %w", err)
-		}
-		if r, err = m.health.Check(ctx, req.Target); err != nil {
-			return err
-		}
+		klog.InfoS("Target holds a dead mount; mounting it again on top of it", "target", req.Target, "unit", unit, "cause", r.Cause)
+		return m.repairStacked(ctx, m.newRecord(req), dir, unit)
 	}
 	createdTarget := false
 	if _, err := os.Lstat(req.Target); errors.Is(err, os.ErrNotExist) {
@@ -180,22 +175,6 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 	return os.RemoveAll(dir)
 }
 
-// clearDead unmounts a dead mount-s3 mount at target (forced: the connection is aborted, so
-// nothing waits on the daemon) and stops its unit; the guard below stays.
-func (m *Mounter) clearDead(ctx context.Context, target, dir string, r mounthealth.Result) error {
-	top := r
-	top.Ours = nil
-	for _, e := range r.Ours {
-		if mounttable.IsGuard(&e) {
-			break
-		}
-		top.Ours = append(top.Ours, e)
-	}
-	if err := m.umount(ctx, target, dir, top); err != nil {
-		return err
-	}
-	return m.stopUnit(ctx, MountUnitName(target))
-}
 
 // remount handles Mount on a target that already has a healthy mount: success (after a
 // credential refresh) when it is this volume, ErrTargetInUse otherwise.
@@ -254,29 +233,108 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		}
 		env = append(env, credEnv...)
 	}
-	args := req.Args.List()
-	rec := record{VolumeID: req.VolumeID, Bucket: req.Bucket, Target: req.Target, ReadOnly: req.ReadOnly, Args: args, Env: env,
-		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
-		PVName: req.PVName, Recovery: req.Recovery}
+	rec := m.newRecord(req)
+	rec.Env = env
 	if err := writeRecord(dir, rec); err != nil {
 		return err
 	}
-	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", args)
+	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", rec.Args)
 	return m.startRecorded(ctx, rec, dir, unit, guard)
 }
 
-// startRecorded starts the mount unit of a recorded mount and checks that the mount answers.
+// newRecord is the record of req (its environment is completed by start, which writes the
+// credential files the environment points at).
+func (m *Mounter) newRecord(req mounter.Request) record {
+	return record{VolumeID: req.VolumeID, Bucket: req.Bucket, Target: req.Target, ReadOnly: req.ReadOnly, Args: req.Args.List(),
+		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
+		PVName: req.PVName, Recovery: req.Recovery}
+}
+
+// startRecorded starts the mount unit of a recorded mount, mount-s3 mounting directly at the
+// target (over the guard, mounted first when guard is true), and checks that the mount answers.
 func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string, guard bool) error {
+	var pre [][]string
+	if guard {
+		pre = [][]string{{m.cfg.MountPath, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec," + mounttable.GuardOptions, mounttable.GuardSource, rec.Target}}
+	}
+	return m.startUnit(ctx, rec, dir, unit, rec.Target, pre, nil)
+}
+
+// stagingDir is where a repair mounts mount-s3 before binding it on top of a dead mount.
+func stagingDir(dir string) string { return filepath.Join(dir, "repair") }
+
+// repairStacked replaces the dead mount-s3 mount at rec.Target by a new one stacked on top of
+// it. The dead one stays below until the unpublish: running containers hold copies of it, and a
+// mount on top propagates into those whose volumeMount has HostToContainer propagation, which
+// then see the live mount without a restart (unmounting it first would remove their copies
+// instead). mount-s3 cannot mount on a dead mount (it checks its mount point), so the new one is
+// mounted at the staging directory and bound onto the target by the unit (ExecStartPost). The
+// old daemon is killed first: a hung one would keep its connection alive.
+func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit string) error {
+	if prev, err := readRecord(dir); err == nil && len(rec.Env) == 0 {
+		rec.Env = prev.Env // a repair from the record: same environment
+	}
+	m.killUnit(ctx, unit)
+	if err := m.stopUnit(ctx, unit); err != nil {
+		return err
+	}
+	staging := stagingDir(dir)
+	var pre [][]string
+	if mounted, err := m.mountedAt(staging); err != nil {
+		return err
+	} else if mounted > 0 {
+		// The staging mount of an earlier repair (dead now): only its bind matters.
+		for range mounted {
+			pre = append(pre, []string{m.cfg.UmountPath, "-f", "-l", staging})
+		}
+	} else if err := os.Mkdir(staging, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create the staging directory: %w", err)
+	}
+	post := [][]string{{m.cfg.MountPath, "--no-canonicalize", "--bind", staging, rec.Target}}
+	if rec.ReadOnly {
+		post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "-o", "remount,bind,ro", rec.Target})
+	}
+	if err := writeRecord(dir, rec); err != nil {
+		return err
+	}
+	return m.startUnit(ctx, rec, dir, unit, staging, pre, post)
+}
+
+// mountedAt counts the mounts at path.
+func (m *Mounter) mountedAt(path string) (int, error) {
+	entries, err := m.health.Table.List()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if e.MountPoint == path {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// killUnit sends SIGKILL to every process of a unit (nothing when it is not loaded).
+func (m *Mounter) killUnit(ctx context.Context, unit string) {
+	_ = m.bus.do(func(c dbusConn) error {
+		c.KillUnitContext(ctx, unit, int32(9))
+		return nil
+	})
+}
+
+// startUnit starts rec's mount unit with mount-s3 mounting at mountpoint, the pre and post
+// commands around it, and checks that the mount at the target answers.
+func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoint string, pre, post [][]string) error {
 	spec := unitSpec{
 		description: fmt.Sprintf("mount-s3 for S3 CSI volume %s at %s", rec.VolumeID, rec.Target),
 		kind:        "forking",
-		argv:        append(append([]string{m.cfg.MountS3Path}, rec.Args...), rec.Bucket, rec.Target),
+		argv:        append(append([]string{m.cfg.MountS3Path}, rec.Args...), rec.Bucket, mountpoint),
 		env:         rec.Env,
 		logFile:     filepath.Join(dir, logFileName),
 		timeout:     m.cfg.StartTimeout,
-	}
-	if guard {
-		spec.pre = [][]string{{m.cfg.MountPath, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec," + mounttable.GuardOptions, mounttable.GuardSource, rec.Target}}
+		pre:         pre,
+		post:        post,
 	}
 	_ = os.Remove(spec.logFile) // the output of this start only
 	result, err := m.runUnit(ctx, unit, spec)
@@ -381,6 +439,9 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 			return err
 		}
 	}
+	if err := m.umountStaging(ctx, target, dir); err != nil {
+		return err
+	}
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
 	}
@@ -440,6 +501,17 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(r.Ours), orNoOutput(tail(logFile, 4096)))
 }
 
+// umountStaging unmounts what repairs mounted at the staging directory (its binds at the target
+// are gone already), so their mount-s3 exits.
+func (m *Mounter) umountStaging(ctx context.Context, target, dir string) error {
+	staging := stagingDir(dir)
+	r, err := m.health.Check(ctx, staging)
+	if err != nil || len(r.Ours) == 0 {
+		return err
+	}
+	return m.umount(ctx, staging, dir, r)
+}
+
 // stillMounted counts the entries that are still in the mount table (by mount id).
 func (m *Mounter) stillMounted(entries []mounttable.Entry) (int, error) {
 	all, err := m.health.Table.List()
@@ -483,9 +555,10 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 		return false, fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	case mounthealth.Dead:
 		klog.InfoS("Repairing a dead mount", "target", target, "volumeID", rec.VolumeID, "cause", r.Cause)
-		if err := m.clearDead(ctx, target, dir, r); err != nil {
-			return false, fmt.Errorf("clear the dead mount: %w", err)
+		if err := m.repairStacked(ctx, rec, dir, MountUnitName(target)); err != nil {
+			return false, err
 		}
+		return true, nil
 	default:
 		klog.InfoS("Repairing a mount that is gone", "target", target, "volumeID", rec.VolumeID)
 		if err := m.stopUnit(ctx, MountUnitName(target)); err != nil {

@@ -49,8 +49,10 @@ type unitSpec struct {
 	argv        []string
 	// more are further ExecStart commands, run in order after argv (oneshot units only).
 	more [][]string
-	// pre are ExecStartPre commands, run in order before argv.
+	// pre are ExecStartPre commands, run in order before argv; post are ExecStartPost
+	// commands, run once argv's start completed (for forking units: mount-s3 mounted).
 	pre     [][]string
+	post    [][]string
 	env     []string
 	logFile string
 	timeout time.Duration
@@ -100,6 +102,9 @@ func (u unitSpec) properties() []sd.Property {
 	}
 	if len(u.pre) > 0 {
 		props = append(props, execProperty("ExecStartPre", u.pre...))
+	}
+	if len(u.post) > 0 {
+		props = append(props, execProperty("ExecStartPost", u.post...))
 	}
 	if u.kind == "forking" {
 		// Give mount-s3 time to flush when the unit is stopped; its FUSE mount is already

@@ -158,6 +158,8 @@ func (f *fakeConn) SystemStateContext(context.Context) (*sd.Property, error) {
 
 func (f *fakeConn) SetSubStateSubscriber(chan<- *sd.SubStateUpdate, chan<- error) {}
 
+func (f *fakeConn) KillUnitContext(context.Context, string, int32) {}
+
 func (f *fakeConn) Connected() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -83,7 +83,7 @@ type Config struct {
 	// HealthTimeout is how long mount-s3 has to answer a liveness check (mounthealth).
 	HealthTimeout time.Duration
 	// HealthCheckInterval is how often every published mount is checked (and a dead one
-	// repaired) without waiting for kubelet.
+	// repaired) without waiting for kubelet; 0 turns the monitor off.
 	HealthCheckInterval time.Duration
 }
 
@@ -112,7 +112,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer sm.Close()
 		monitor.Watch(mounter.ModeSystemd, sm)
-		sm.WatchUnits(monitor.Trigger)
+		if cfg.HealthCheckInterval > 0 {
+			sm.WatchUnits(monitor.Trigger)
+		}
 	}
 
 	mode := func() mounter.Mode { return cfg.DefaultMode }
@@ -185,7 +187,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		monitor.SetRestarter(&podRestarter{cs: cs, node: cfg.NodeID})
 	}
-	go monitor.Run(ctx)
+	if cfg.HealthCheckInterval > 0 {
+		go monitor.Run(ctx)
+	}
 	if cfg.HealthAddress != "" {
 		if err := serveHealth(ctx, cfg.HealthAddress, ready); err != nil {
 			return err

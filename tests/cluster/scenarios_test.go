@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -519,4 +521,143 @@ func testUninstall(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// killMountS3 kills (-9) every mount-s3 serving bucket on the node: systemd mode's units (their
+// main process) and Mountpoint Pods' mount-s3 alike (both show the bucket on their command
+// line).
+func killMountS3(t *testing.T, bucket string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	harness.Must(t, err)
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) > 2 && filepath.Base(args[0]) == "mount-s3" && slices.Contains(args, bucket) {
+			harness.Must(t, syscall.Kill(pid, syscall.SIGKILL))
+			n++
+		}
+	}
+	return n
+}
+
+// eventReasons returns the reasons of the Events on a pod.
+func eventReasons(t *testing.T, ns, pod string) []string {
+	t.Helper()
+	var list corev1.EventList
+	harness.Must(t, env.c.List(context.Background(), &list, client.InNamespace(ns)))
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == pod {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+// testMountHealth kills mount-s3 under two workloads of a volume with mountRecovery:
+// restart-pod, in one mode: the node plugin notices (Event MountDead), mounts it again on the
+// host (MountRepaired), the workload whose volumeMount has HostToContainer propagation keeps
+// writing to the live mount without a restart, and the one without (a Deployment's pod) is
+// deleted so its ReplicaSet recreates it with a live mount (MountRecoveryRestartedPod).
+func testMountHealth(t *testing.T, mode string) {
+	setMode(t, mode)
+	ns := newNamespace(t, "health-"+mode)
+	ctx := context.Background()
+	bucket := "health-" + mode + "-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{attributes: map[string]string{"mountRecovery": "restart-pod"}})
+	h2c := corev1.MountPropagationHostToContainer
+	writer := workload(t, ns, "writer", claim, podOpts{propagation: &h2c, command: `i=0; trap 'exit 0' TERM
+while true; do i=$((i+1)); if printf 'w%d\n' $i > /data/w-$i 2>/dev/null; then echo "ok $i"; else echo "fail $i"; fi; sleep 0.3; done`})
+	blindPod := workloadSpec(ns, "blind", claim, podOpts{})
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "blind", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "blind"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "blind"}}, Spec: blindPod.Spec},
+		},
+	}
+	harness.Must(t, env.c.Create(ctx, dep))
+	var blind *corev1.Pod
+	harness.Eventually(t, 2*time.Minute, func() string {
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "blind"}))
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				blind = p
+				return ""
+			}
+		}
+		return "the Deployment's pod is not running yet"
+	})
+	waitRunning(t, 2*time.Minute, writer)
+	time.Sleep(time.Second)
+	if n := killMountS3(t, bucket); n == 0 {
+		t.Fatal("no mount-s3 serves the bucket")
+	}
+	killed := time.Now()
+	harness.Eventually(t, time.Minute, func() string {
+		got := eventReasons(t, ns, writer.Name)
+		if slices.Contains(got, "MountDead") && slices.Contains(got, "MountRepaired") {
+			return ""
+		}
+		return fmt.Sprintf("writer's events %v, want MountDead and MountRepaired", got)
+	})
+	t.Logf("%s mode: MountDead and MountRepaired on the writer %v after the kill", mode, time.Since(killed).Round(time.Millisecond))
+	// The writer keeps writing through the repaired mount, without a restart.
+	before := len(env.s3.ListKeys(t, bucket))
+	harness.Eventually(t, 30*time.Second, func() string {
+		if n := len(env.s3.ListKeys(t, bucket)); n <= before+3 {
+			return fmt.Sprintf("%d objects, %d at the repair: the writer does not write through the repaired mount", n, before)
+		}
+		return ""
+	})
+	var w corev1.Pod
+	harness.Must(t, env.c.Get(ctx, client.ObjectKeyFromObject(writer), &w))
+	if rc := w.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+		t.Errorf("the writer restarted %d times; HostToContainer should have let it see the repair", rc)
+	}
+	// The blind pod is replaced by its ReplicaSet, and the new one has a live mount.
+	harness.Eventually(t, time.Minute, func() string {
+		if got := eventReasons(t, ns, blind.Name); !slices.Contains(got, "MountRecoveryRestartedPod") {
+			return fmt.Sprintf("blind pod's events %v, want MountRecoveryRestartedPod", got)
+		}
+		return ""
+	})
+	var fresh *corev1.Pod
+	harness.Eventually(t, 2*time.Minute, func() string {
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "blind"}))
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.UID != blind.UID && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				fresh = p
+				return ""
+			}
+		}
+		return "no new pod of the Deployment is running"
+	})
+	if out, err := execIn(t, fresh, "ls /data | wc -l"); err != nil || strings.TrimSpace(out) == "0" {
+		t.Errorf("the recreated pod's mount: %q, %v", out, err)
+	}
+	harness.Must(t, env.c.Delete(ctx, dep))
+	deletePods(t, writer)
+	harness.Eventually(t, 2*time.Minute, func() string {
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(ctx, &pods, client.InNamespace(ns)))
+		if len(pods.Items) > 0 {
+			return fmt.Sprintf("%d pods left", len(pods.Items))
+		}
+		return ""
+	})
+	expectClean(t)
 }

@@ -115,6 +115,13 @@ const idle = "trap 'exit 0' TERM; while true; do sleep 1; done"
 // workload creates a busybox pod in ns with claim mounted at /data and returns it.
 func workload(t *testing.T, ns, name, claim string, o podOpts) *corev1.Pod {
 	t.Helper()
+	p := workloadSpec(ns, name, claim, o)
+	harness.Must(t, env.c.Create(context.Background(), p))
+	return p
+}
+
+// workloadSpec is the pod workload creates.
+func workloadSpec(ns, name, claim string, o podOpts) *corev1.Pod {
 	script := o.command
 	if script == "" {
 		script = idle
@@ -134,7 +141,6 @@ func workload(t *testing.T, ns, name, claim string, o podOpts) *corev1.Pod {
 			}}},
 		},
 	}
-	harness.Must(t, env.c.Create(context.Background(), p))
 	return p
 }
 

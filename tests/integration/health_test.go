@@ -117,7 +117,7 @@ func TestDeadMountRepairedWithoutKubelet(t *testing.T) {
 // dead one (mount-s3 killed, monitor off), never answering OK stats for a dead mount, and a
 // path without a mount of the driver is NotFound.
 func TestVolumeStatsAndHealth(t *testing.T) {
-	s := newSuite(t, true, "--health-check-interval=1h")
+	s := newSuite(t, true, "--health-check-interval=0")
 	s.s3.CreateBucket(t, "stats")
 	target := s.target("pod-a")
 	ctx := context.Background()
@@ -165,7 +165,7 @@ func TestVolumeStatsAndHealth(t *testing.T) {
 // health, republish and unpublish of its volume return within their deadlines with the right
 // outcome while another volume keeps being served.
 func TestUnresponsiveMountS3(t *testing.T) {
-	s := newSuite(t, true, "--health-check-interval=1h", "--health-timeout=1s")
+	s := newSuite(t, true, "--health-check-interval=0", "--health-timeout=1s")
 	s.s3.CreateBucket(t, "stuck")
 	stuck, other := s.target("pod-stuck"), s.target("pod-other")
 	s.publish(rw(stuck, "stuck"))
@@ -286,7 +286,7 @@ func mountS3At(path string) bool {
 // a dead mount, the guard alone (a publish that died half way), nothing, a target already gone;
 // and on a node with neither mode available it still clears a never-mounted target.
 func TestUnpublishInEveryState(t *testing.T) {
-	s := newSuite(t, true, "--health-check-interval=1h")
+	s := newSuite(t, true, "--health-check-interval=0")
 	s.s3.CreateBucket(t, "states")
 	dead := s.target("pod-dead")
 	s.publish(rw(dead, "states"))

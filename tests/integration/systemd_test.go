@@ -193,7 +193,7 @@ func TestDriverKilledDuringPublish(t *testing.T) {
 // is unmounted by an unpublish, and repaired by a republish, which returns only once the new
 // mount answers.
 func TestCorruptedMount(t *testing.T) {
-	s := newSuite(t, true, "--health-check-interval=1h")
+	s := newSuite(t, true, "--health-check-interval=0")
 	s.s3.CreateBucket(t, "corrupt")
 	for _, then := range []string{"unpublish", "republish"} {
 		t.Run(then, func(t *testing.T) {

@@ -99,7 +99,7 @@ func TestDeadSharedMountRepairedWithoutKubelet(t *testing.T) {
 // republish repairs a target whose Mountpoint Pod's mount-s3 died, NodeGetVolumeStats reports
 // the dead one, and an unpublish of a dead target succeeds and leaves nothing.
 func TestDeadSharedMountRepublishAndUnpublish(t *testing.T) {
-	n := newNode(t, "--health-check-interval=1h")
+	n := newNode(t, "--health-check-interval=0")
 	n.s3.CreateBucket(t, "pod-dead")
 	pv := n.volume("dead", "pod-dead", "ReadWriteMany")
 	a, b := n.workload("a", pv, nil), n.workload("b", pv, nil)
