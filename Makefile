@@ -112,6 +112,10 @@ test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 10s).
 bench: build $(TEST_TOOLS) ## Print NodePublish latency figures (systemd mode); not asserted.
 	$(GO) test -run '^$$' -bench 'NodePublish' -benchtime 1x -count 1 -timeout 20m ./tests/bench/
 
+.PHONY: bench-repair
+bench-repair: build $(TEST_TOOLS) ## Print dead-mount detection and repair times, both modes, 20 kills each; not asserted.
+	$(GO) test -run '^$$' -bench 'MountRepair' -benchtime 1x -count 1 -timeout 20m ./tests/bench/
+
 .PHONY: bench-controller
 bench-controller: build $(TEST_TOOLS) ## Print Pod Reconciler figures for 2,000 pods (time, writes, RSS); not asserted.
 	$(GO) test -run '^$$' -bench 'Controller' -benchtime 1x -count 1 -timeout 20m ./tests/bench/
