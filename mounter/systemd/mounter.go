@@ -175,7 +175,6 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 	return os.RemoveAll(dir)
 }
 
-
 // remount handles Mount on a target that already has a healthy mount: success (after a
 // credential refresh) when it is this volume, ErrTargetInUse otherwise.
 func (m *Mounter) remount(req mounter.Request, dir string, entry *mounttable.Entry) error {

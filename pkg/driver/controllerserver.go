@@ -125,10 +125,14 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		return nil, fmt.Errorf("create volume %q: %w", name, err)
 	}
 	klog.V(2).InfoS("Volume provisioned", "volumeName", name, "volumeID", id, "bucket", bucket, "result", result, "authenticationSource", source)
+	vc := map[string]string{ctxBucketName: bucket, ctxAuthSource: string(source)}
+	if params.recovery != "" {
+		vc[ctxRecovery] = params.recovery
+	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:      id.String(),
 		CapacityBytes: 0,
-		VolumeContext: map[string]string{ctxBucketName: bucket, ctxAuthSource: string(source)},
+		VolumeContext: vc,
 	}}, nil
 }
 

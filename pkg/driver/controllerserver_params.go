@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 )
 
@@ -62,6 +63,8 @@ var policies = []deletionPolicy{policyDelete, policyDeleteWithObjects, policyRet
 type volumeParams struct {
 	prefix string
 	policy deletionPolicy
+	// recovery is the mountRecovery volume attribute to give the volume ("" for the default).
+	recovery string
 }
 
 // parseParameters validates CreateVolume parameters: the known keys with their values, the
@@ -94,13 +97,18 @@ func parseParameters(params map[string]string) (volumeParams, error) {
 				return p, fieldError("parameters."+k, err)
 			}
 			p.policy = policy
+		case k == ctxRecovery:
+			if v != mounter.RecoveryRepair && v != mounter.RecoveryRestartPod {
+				return p, invalid("parameters."+k, "%q is not a recovery policy: use %s or %s", v, mounter.RecoveryRepair, mounter.RecoveryRestartPod)
+			}
+			p.recovery = v
 		case slices.Contains(provisionerMetadataKeys, k):
 		default:
 			unknown = append(unknown, shownKey(k))
 		}
 	}
 	if len(unknown) > 0 {
-		return p, invalid("parameters", "unknown keys %q; accepted: %q, %q and the external-provisioner's %q", unknown, paramBucketNamePrefix, paramDeletionPolicy, provisionerMetadataKeys)
+		return p, invalid("parameters", "unknown keys %q; accepted: %q, %q, %q and the external-provisioner's %q", unknown, paramBucketNamePrefix, paramDeletionPolicy, ctxRecovery, provisionerMetadataKeys)
 	}
 	return p, nil
 }

@@ -26,6 +26,9 @@ func TestParseParameters(t *testing.T) {
 		{"none", nil, volumeParams{policy: policyDelete}, ""},
 		{"all", map[string]string{paramBucketNamePrefix: "team-a-", paramDeletionPolicy: "deleteWithObjects"}, volumeParams{prefix: "team-a-", policy: policyDeleteWithObjects}, ""},
 		{"retain", map[string]string{paramDeletionPolicy: "retain"}, volumeParams{policy: policyRetain}, ""},
+		{"recovery restart-pod", map[string]string{ctxRecovery: "restart-pod"}, volumeParams{policy: policyDelete, recovery: "restart-pod"}, ""},
+		{"recovery repair", map[string]string{ctxRecovery: "repair"}, volumeParams{policy: policyDelete, recovery: "repair"}, ""},
+		{"recovery unknown", map[string]string{ctxRecovery: "reboot"}, volumeParams{}, `parameters.mountRecovery: invalid argument: "reboot" is not a recovery policy`},
 		{"provisioner metadata", map[string]string{
 			"csi.storage.k8s.io/pv/name": "pvc-1", "csi.storage.k8s.io/pvc/name": "data", "csi.storage.k8s.io/pvc/namespace": "ns",
 		}, volumeParams{policy: policyDelete}, ""},

@@ -121,6 +121,16 @@ func TestCreateVolumeResponse(t *testing.T) {
 			}},
 			wantMade: []string{"SECRET@eu-west-3"},
 		},
+		{
+			name:   "recovery policy goes into the volume context",
+			driver: ctrlCreds,
+			req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: rwx,
+				Parameters: map[string]string{"mountRecovery": "restart-pod"}},
+			want: &csi.Volume{VolumeId: "v1:delete:pvc-1", VolumeContext: map[string]string{
+				"bucketName": "pvc-1", "authenticationSource": "driver", "mountRecovery": "restart-pod",
+			}},
+			wantMade: []string{"DRIVER@"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
