@@ -37,6 +37,7 @@ import (
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
@@ -191,7 +192,7 @@ func (m *Mounter) remount(req mounter.Request, dir string, entry *mounttable.Ent
 	if rec.ReadOnly != req.ReadOnly {
 		return fmt.Errorf("%w: volume %q is already published at %s with read-only=%t", mounter.ErrTargetInUse, req.VolumeID, req.Target, rec.ReadOnly)
 	}
-	if args := req.Args.List(); !slices.Equal(args, rec.Args) {
+	if args, _ := ownedPaths(req, dir); !slices.Equal(args, rec.Args) {
 		klog.InfoS("Mount options changed; they apply from the next mount of this target", "target", req.Target, "volumeID", req.VolumeID)
 	}
 	if req.Credentials != nil {
@@ -233,12 +234,26 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		env = append(env, credEnv...)
 	}
 	rec := m.newRecord(req)
+	var owned []string
+	rec.Args, owned = ownedPaths(req, dir)
+	for _, name := range owned {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o700); err != nil {
+			return fmt.Errorf("create the %s directory: %w", name, err)
+		}
+	}
 	rec.Env = env
 	if err := writeRecord(dir, rec); err != nil {
 		return err
 	}
 	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", rec.Args)
 	return m.startRecorded(ctx, rec, dir, unit, guard)
+}
+
+// ownedPaths renders req's mount-s3 options for the target whose state directory is dir: an
+// option whose path the driver owns (--cache) gets the directory dir/<option>, which start
+// creates and the unmount removes with dir. It also returns those options' names.
+func ownedPaths(req mounter.Request, dir string) ([]string, []string) {
+	return mountargs.SetOwnedPaths(req.Args.List(), func(name string) string { return filepath.Join(dir, name) })
 }
 
 // newRecord is the record of req (its environment is completed by start, which writes the

@@ -93,11 +93,12 @@ func (a Args) Clone() Args {
 }
 
 // List renders the options sorted by name as "--key" or "--key=value", so the same set always
-// yields the same command line.
+// yields the same command line. An option whose path the driver owns (cache) renders as a bare
+// "--cache" until SetOwnedPaths gives it a directory.
 func (a Args) List() []string {
 	out := make([]string, 0, len(a.m))
 	for k, v := range a.m {
-		if specs[k].kind == flag {
+		if specs[k].kind == flag || v == "" {
 			out = append(out, "--"+k)
 		} else {
 			out = append(out, "--"+k+"="+v)
@@ -105,6 +106,27 @@ func (a Args) List() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// OwnedPathOptions lists the options whose value is a host directory the driver creates and
+// owns (never one a PV names): mount-s3's local cache.
+var OwnedPathOptions = []string{"cache"}
+
+// SetOwnedPaths returns a copy of rendered (a List result) in which every bare owned-path
+// option ("--cache") gets dir(name) as its value ("--cache=<dir>"), and the names of the
+// options it filled in, so the caller creates those directories. It leaves everything else as
+// it is.
+func SetOwnedPaths(rendered []string, dir func(name string) string) ([]string, []string) {
+	out := slices.Clone(rendered)
+	var filled []string
+	for i, a := range out {
+		name := strings.TrimPrefix(a, "--")
+		if slices.Contains(OwnedPathOptions, name) {
+			out[i] = a + "=" + dir(name)
+			filled = append(filled, name)
+		}
+	}
+	return out, filled
 }
 
 // Options are the inputs of Build.
@@ -232,7 +254,9 @@ func parseOne(raw string) (string, string, error) {
 		return "", "", refuse(raw, "is a flag and takes no value")
 	case sp.kind == valued && (!hasValue || value == ""):
 		return "", "", refuse(raw, "needs a value")
-	case sp.kind == flag:
+	case sp.kind == ownedPath && hasValue:
+		return "", "", refuse(raw, "takes no path: the driver gives mount-s3 a %s directory of its own for each mount (a PV must not name host paths); write %s alone", key, key)
+	case sp.kind == flag || sp.kind == ownedPath:
 		return key, "", nil
 	}
 	if err := checkValueChars(value); err != nil {

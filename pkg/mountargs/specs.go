@@ -3,7 +3,6 @@ package mountargs
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -13,6 +12,10 @@ type kind int
 const (
 	flag kind = iota + 1
 	valued
+	// ownedPath is an option that takes a path on the host, which the driver chooses: the user
+	// writes it without a value (a value is refused), and the mounter fills in a directory it
+	// owns (see Args.List and SetOwnedPaths).
+	ownedPath
 )
 
 // spec describes one mount-s3 option: whether it takes a value, how the value is checked, and,
@@ -69,13 +72,13 @@ var specs = map[string]spec{
 	"write-part-size":         {kind: valued, check: uintMin(1)},
 	"bind":                    {kind: valued, check: token(15)},
 	// Logging.
-	"log-directory": {kind: valued, check: absPath},
+	"log-directory": {kind: valued, forbidden: "it names a host path (mount-s3 runs as root); the driver keeps mount-s3's log (systemd mode: mount-s3.log in the volume's state directory; pod mode: the Mountpoint Pod's log); use debug for more detail"},
 	"log-metrics":   {kind: flag},
 	"debug":         {kind: flag},
 	"debug-crt":     {kind: flag},
 	"no-log":        {kind: flag},
 	// Caching.
-	"cache":          {kind: valued, check: absPath},
+	"cache":          {kind: ownedPath},
 	"max-cache-size": {kind: valued, check: uintMin(0)},
 	"cache-xz":       {kind: valued, check: token(63)},
 	// Advanced.
@@ -160,16 +163,6 @@ func prefix(v string) error {
 	}
 	if strings.HasPrefix(v, "/") || !strings.HasSuffix(v, "/") {
 		return errors.New("must not start with '/' and must end with '/' (for example data/)")
-	}
-	return nil
-}
-
-func absPath(v string) error {
-	if err := token(1024)(v); err != nil {
-		return err
-	}
-	if !filepath.IsAbs(v) || filepath.Clean(v) != v {
-		return errors.New("must be an absolute, clean path without ..")
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func mountS3Args(args []string) ([]string, string, error) {
 		case a == "--foreground":
 		case strings.HasPrefix(a, "--log-directory="):
 			klog.InfoS("Dropping a mount-s3 option: mount-s3 logs to the container output instead", "arg", a)
-		case strings.HasPrefix(a, "--cache="):
+		case a == "--cache" || strings.HasPrefix(a, "--cache="):
 			if cache == "" {
 				dir, err := os.MkdirTemp("", "mount-s3-cache-")
 				if err != nil {

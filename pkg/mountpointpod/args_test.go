@@ -43,6 +43,7 @@ func TestMountS3Args(t *testing.T) {
 		{"foreground once", []string{"--allow-delete", "--foreground"}, []string{"--foreground", "--allow-delete"}, false},
 		{"log directory dropped", []string{"--log-directory=/var/log/x", "--debug"}, []string{"--foreground", "--debug"}, false},
 		{"cache replaced", []string{"--cache=/host/cache", "--max-cache-size=10"}, []string{"--foreground", "--cache=<cache>", "--max-cache-size=10"}, true},
+		{"bare cache (the node plugin's form) gets one", []string{"--cache", "--max-cache-size=10"}, []string{"--foreground", "--cache=<cache>", "--max-cache-size=10"}, true},
 		{"cache-xz untouched", []string{"--cache-xz=bucket--x-s3"}, []string{"--foreground", "--cache-xz=bucket--x-s3"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

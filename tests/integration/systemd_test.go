@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,7 +149,15 @@ func TestSystemdRestart(t *testing.T) {
 	if b := s.s3.GetObject(t, "bkt-restart", "after-restart"); string(b) != "ok" {
 		t.Fatalf("object = %q", b)
 	}
-	// The first mount's mount-s3 outlived its manager; unpublish still removes it.
+	// The first mount's mount-s3 outlived its manager: it is live, kubelet's republish keeps
+	// it (no second mount stacked on it), and unpublish still removes it.
+	if err := statfsWithin(first, time.Second); err != nil {
+		t.Fatalf("the mount whose manager was killed: %v, want live", err)
+	}
+	s.publish(rw(first, "bkt-restart"))
+	if n := len(harness.MountsBelow(first)); n != 2 {
+		t.Errorf("after republish %s holds %d mounts, want 2 (the guard and mount-s3's)", first, n)
+	}
 	s.unpublish(first)
 	s.unpublish(second)
 	s.assertClean(first)
@@ -331,4 +340,39 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestCacheDirectoryOwnedByDriver: the mount option `cache` (no path) gives mount-s3 a cache
+// directory in the mount's state directory, which the unpublish removes; a PV that names a
+// host path for it is refused before anything is created.
+func TestCacheDirectoryOwnedByDriver(t *testing.T) {
+	s := newSuite(t, true)
+	s.s3.CreateBucket(t, "cached")
+	target := s.target("pod-cache")
+	s.publish(rw(target, "cached", "cache", "max-cache-size=64"))
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.mainPID(target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cache string
+	for _, a := range strings.Split(string(cmdline), "\x00") {
+		if v, ok := strings.CutPrefix(a, "--cache="); ok {
+			cache = v
+		}
+	}
+	if !strings.HasPrefix(cache, s.stateDir()+"/") || filepath.Base(cache) != "cache" {
+		t.Fatalf("mount-s3 runs with --cache=%q, want a directory in the state dir %s", cache, s.stateDir())
+	}
+	if st, err := os.Stat(cache); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Fatalf("cache directory %s: %v %v, want a 0700 directory", cache, st, err)
+	}
+	s.unpublish(target)
+	s.assertClean(target)
+
+	hostile := s.target("pod-hostile")
+	_, err = s.drv.Node.NodePublishVolume(context.Background(), rw(hostile, "cached", "--cache=/etc"))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cache") {
+		t.Fatalf("publish with --cache=/etc: %v, want InvalidArgument naming the option", err)
+	}
+	s.assertClean(hostile)
 }
