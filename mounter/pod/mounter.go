@@ -85,6 +85,9 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	if req.WorkloadPodUID == "" || req.PVName == "" {
 		return fmt.Errorf("%w: pod mode needs the workload pod UID and PV name (kubelet's target path layout or podInfoOnMount)", mounter.ErrInvalidRequest)
 	}
+	if err := mounter.CheckTarget(req.Target); err != nil {
+		return err // before anything is made for the volume
+	}
 	waitCtx, cancel := withMargin(ctx, time.Second)
 	defer cancel()
 	pod, err := m.cluster.WaitForMountpointPod(waitCtx, req.WorkloadPodUID, req.PVName, req.VolumeID)
@@ -154,11 +157,9 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecor
 		// without a restart. Unmounting the dead one first would remove their copies instead.
 		klog.InfoS("Target holds a dead mount; binding the shared mount again on top of it", "target", target, "mountpointPod", rec.MountpointPod, "cause", r.Cause)
 	}
-	created := false
-	if err := os.Mkdir(target, 0o755); err == nil {
-		created = true
-	} else if !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create target directory: %w", err)
+	created, err := mounter.PrepareTarget(target)
+	if err != nil {
+		return err
 	}
 	guarded := r.Guarded
 	if !guarded {

@@ -132,12 +132,9 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		klog.InfoS("Target holds a dead mount; mounting it again on top of it", "target", req.Target, "unit", unit, "cause", r.Cause)
 		return m.repairStacked(ctx, m.newRecord(req), dir, unit)
 	}
-	createdTarget := false
-	if _, err := os.Lstat(req.Target); errors.Is(err, os.ErrNotExist) {
-		if err := os.Mkdir(req.Target, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("create target directory: %w", err)
-		}
-		createdTarget = true
+	createdTarget, err := mounter.PrepareTarget(req.Target)
+	if err != nil {
+		return err
 	}
 	err = m.start(ctx, req, dir, unit, !r.Guarded)
 	if err != nil {

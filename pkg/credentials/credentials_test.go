@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,7 +38,8 @@ func TestFromSecrets(t *testing.T) {
 		{name: "oversized key id", secrets: map[string]string{KeyAccessKeyID: strings.Repeat("A", 129), KeySecretAccessKey: goodSecret}, wantErr: ErrInvalid, wantMsg: "longer than 128"},
 		{name: "oversized token", secrets: map[string]string{KeyAccessKeyID: goodID, KeySecretAccessKey: goodSecret, KeySessionToken: strings.Repeat("A", 8193)}, wantErr: ErrInvalid, wantMsg: KeySessionToken + " is longer"},
 		{name: "empty token given", secrets: map[string]string{KeyAccessKeyID: goodID, KeySecretAccessKey: goodSecret, KeySessionToken: ""}, wantErr: ErrInvalid, wantMsg: KeySessionToken + " is empty"},
-		{name: "unknown key", secrets: map[string]string{KeyAccessKeyID: goodID, KeySecretAccessKey: goodSecret, "secret_key": "x"}, wantErr: ErrInvalid, wantMsg: `"secret_key"`},
+		{name: "unknown key", secrets: map[string]string{KeyAccessKeyID: goodID, KeySecretAccessKey: goodSecret, "secret_key": "x"}, wantErr: ErrInvalid, wantMsg: `1 key(s) the driver does not accept (of 3); accepted keys: ["access_key_id" "secret_access_key" "session_token"]`},
+		{name: "value pasted as a key name", secrets: map[string]string{KeyAccessKeyID: goodID, KeySecretAccessKey: goodSecret, "wJalrXUtnFEMI/K7MDENG": "", "AKIA_PASTED": "x"}, wantErr: ErrInvalid, wantMsg: "2 key(s)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,9 +48,12 @@ func TestFromSecrets(t *testing.T) {
 				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
 					t.Fatalf("err = %v, want %v containing %q", err, tc.wantErr, tc.wantMsg)
 				}
-				for _, v := range tc.secrets {
+				for k, v := range tc.secrets {
 					if len(v) > 3 && strings.Contains(err.Error(), v) {
 						t.Fatalf("error %q leaks a secret value", err)
+					}
+					if !slices.Contains([]string{KeyAccessKeyID, KeySecretAccessKey, KeySessionToken}, k) && strings.Contains(err.Error(), k) {
+						t.Fatalf("error %q names an unknown key (%q): users paste values into key names", err, k)
 					}
 				}
 				return

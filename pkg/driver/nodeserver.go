@@ -194,6 +194,9 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 	if err != nil {
 		return r, fieldError("target_path", err)
 	}
+	if err := mounter.CheckTarget(tp.Path); err != nil {
+		return r, fieldError("target_path", err)
+	}
 	mode, err := accessMode(req.GetVolumeCapability())
 	if err != nil {
 		return r, err

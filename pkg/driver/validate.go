@@ -1,12 +1,15 @@
 package driver
 
 import (
-	"net/netip"
+	"errors"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/s3csi/s3-csi-driver/pkg/s3"
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 // Volume context keys (PV volumeAttributes, plus what kubelet adds with podInfoOnMount).
@@ -22,50 +25,30 @@ const (
 	maxContextVal  = 64 << 10 // kubelet's serviceAccount.tokens can be large
 )
 
-// validateText checks a free-form request string: present, within maxLen bytes, valid UTF-8,
-// no control characters.
+// validateText checks a free-form request string with the project's one string rule
+// (safetext.Check): present, within maxLen bytes, valid UTF-8, no control, format or separator
+// characters. The message names field, never the value.
 func validateText(field, v string, maxLen int) error {
-	switch {
-	case v == "":
-		return invalid(field, "is required")
-	case len(v) > maxLen:
-		return invalid(field, "is longer than %d bytes", maxLen)
-	case !utf8.ValidString(v):
-		return invalid(field, "is not valid UTF-8")
-	case strings.ContainsFunc(v, unicode.IsControl):
-		return invalid(field, "contains control characters")
+	if err := safetext.Check(v, maxLen); err != nil {
+		if errors.Is(err, safetext.ErrEmpty) {
+			return invalid(field, "is required")
+		}
+		return invalid(field, "%v", err)
 	}
 	return nil
 }
 
-// validateBucketName applies S3's bucket naming rules: 3-63 characters of lowercase letters,
-// digits, dots and hyphens, starting and ending with a letter or digit, no "..", not an IP
-// address.
+// validateBucketName checks a static volume's bucket with S3's naming rules (s3.ValidateBucketName,
+// the project's one rule set).
 func validateBucketName(field, b string) error {
 	if err := validateText(field, b, 63); err != nil {
 		return err
 	}
-	if len(b) < 3 {
-		return invalid(field, "bucket name %q is shorter than 3 characters", b)
-	}
-	for _, r := range b {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
-			return invalid(field, "bucket name %q may only hold lowercase letters, digits, '.' and '-'", b)
-		}
-	}
-	if !isAlnum(b[0]) || !isAlnum(b[len(b)-1]) {
-		return invalid(field, "bucket name %q must start and end with a letter or digit", b)
-	}
-	if strings.Contains(b, "..") {
-		return invalid(field, "bucket name %q must not contain \"..\"", b)
-	}
-	if _, err := netip.ParseAddr(b); err == nil {
-		return invalid(field, "bucket name %q must not be an IP address", b)
+	if err := s3.ValidateBucketName(b); err != nil {
+		return invalid(field, "%v", err)
 	}
 	return nil
 }
-
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
 // validateVolumeContext bounds the size of the context; individual keys are checked by their
 // users. Unknown keys are allowed (kubelet and the provisioner add their own).

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 const (
@@ -223,8 +225,13 @@ func parseOne(raw string) (string, string, error) {
 	if s == "" {
 		return "", "", refuse(raw, "empty option")
 	}
-	if strings.ContainsFunc(s, unicode.IsControl) {
-		return "", "", refuse(raw, "contains control characters (newline, tab, ...)")
+	if err := safetext.CheckRunes(s); err != nil {
+		return "", "", refuse(strings.Map(func(r rune) rune {
+			if safetext.Unsafe(r) {
+				return '?'
+			}
+			return r
+		}, raw), "%v", err)
 	}
 	name := strings.TrimPrefix(strings.TrimPrefix(s, "-"), "-")
 	if strings.HasPrefix(name, "-") {

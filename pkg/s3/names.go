@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -93,20 +94,30 @@ func BucketName(prefix, volumeName string) (string, error) {
 	return name, nil
 }
 
-// ValidBucketName reports whether name is a bucket name this package creates or accepts in a
-// volume id: 3-63 characters of lowercase letters, digits and hyphens, starting and ending with
-// a letter or digit, with no prefix or suffix S3 reserves.
-func ValidBucketName(name string) error {
+// ValidateBucketName applies S3's naming rules for a bucket that may already exist (the one
+// rule set of the project: the node plugin checks static volumes' bucketName with it, and
+// ValidBucketName builds on it): 3-63 characters of lowercase letters, digits, '.' and '-',
+// starting and ending with a letter or digit, no "..", ".-" or "-.", not an IPv4 address, and
+// no prefix or suffix S3 reserves. Errors wrap ErrInvalidBucketName and quote the name.
+func ValidateBucketName(name string) error {
 	if len(name) < minBucket || len(name) > maxBucket {
-		return fmt.Errorf("%w: %q is not %d-%d characters long", ErrInvalidBucketName, name, minBucket, maxBucket)
+		return fmt.Errorf("%w: %q is not %d-%d characters long", ErrInvalidBucketName, truncate(name), minBucket, maxBucket)
 	}
 	for i := 0; i < len(name); i++ {
-		if !isLowerAlnum(name[i]) && name[i] != '-' {
-			return fmt.Errorf("%w: %q may only hold lowercase letters, digits and '-'", ErrInvalidBucketName, name)
+		if !isLowerAlnum(name[i]) && name[i] != '-' && name[i] != '.' {
+			return fmt.Errorf("%w: %q may only hold lowercase letters, digits, '.' and '-'", ErrInvalidBucketName, name)
 		}
 	}
 	if !isLowerAlnum(name[0]) || !isLowerAlnum(name[len(name)-1]) {
 		return fmt.Errorf("%w: %q must start and end with a lowercase letter or a digit", ErrInvalidBucketName, name)
+	}
+	for _, bad := range []string{"..", ".-", "-."} {
+		if strings.Contains(name, bad) {
+			return fmt.Errorf("%w: %q must not contain %q", ErrInvalidBucketName, name, bad)
+		}
+	}
+	if ip, err := netip.ParseAddr(name); err == nil && ip.Is4() {
+		return fmt.Errorf("%w: %q must not be an IP address", ErrInvalidBucketName, name)
 	}
 	for _, r := range reservedPrefixes {
 		if strings.HasPrefix(name, r) {
@@ -119,6 +130,27 @@ func ValidBucketName(name string) error {
 		}
 	}
 	return nil
+}
+
+// ValidBucketName reports whether name is a bucket name this package creates or accepts in a
+// volume id: ValidateBucketName's rules, and no dots (they break TLS with virtual-hosted
+// addressing).
+func ValidBucketName(name string) error {
+	if err := ValidateBucketName(name); err != nil {
+		return err
+	}
+	if strings.Contains(name, ".") {
+		return fmt.Errorf("%w: %q may only hold lowercase letters, digits and '-'", ErrInvalidBucketName, name)
+	}
+	return nil
+}
+
+// truncate shortens what an error quotes of a (possibly huge) name.
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
 }
 
 // sanitize lowercases s and turns every run of characters other than a-z and 0-9 into one '-'.

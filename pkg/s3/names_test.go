@@ -137,6 +137,29 @@ func TestValidBucketName(t *testing.T) {
 	}
 }
 
+// TestValidateBucketName: S3's rules for existing buckets (static volumes), the one rule set
+// the node plugin also applies; dots are allowed here, unlike in names the driver creates.
+func TestValidateBucketName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"abc": true, "my.bucket.name": true, "a-b.c-d": true, "1.2.3": true, strings.Repeat("a", 63): true,
+		"ab": false, strings.Repeat("a", 64): false, "Abc": false, "a_b": false, "a b": false, "": false,
+		"-abc": false, "abc-": false, ".abc": false, "abc.": false,
+		"a..b": false, "a.-b": false, "a-.b": false,
+		"192.168.1.1": false, "10.0.0.1": false,
+		"xn--bucket": false, "sthree-bucket": false, "amzn-s3-demo-x": false,
+		"bucket-s3alias": false, "bucket--ol-s3": false, "bucket--x-s3": false, "bucket--table-s3": false,
+		"victim/../other": false, "--endpoint-url=x": false, "b\u202ec": false,
+	} {
+		err := ValidateBucketName(name)
+		if (err == nil) != ok {
+			t.Errorf("ValidateBucketName(%q) = %v, want ok=%v", name, err, ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidBucketName) {
+			t.Errorf("ValidateBucketName(%q) = %v, does not wrap ErrInvalidBucketName", name, err)
+		}
+	}
+}
+
 // FuzzBucketName checks that every derivation is deterministic and yields a valid name.
 func FuzzBucketName(f *testing.F) {
 	for _, s := range []string{"pvc-1", "PVC", "a", "___", strings.Repeat("x-", 70), "xn--a", "é"} {

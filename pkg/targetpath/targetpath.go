@@ -11,8 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 // MaxLen is the longest accepted target path in bytes (Linux PATH_MAX).
@@ -40,14 +40,8 @@ func Parse(kubeletDir, target string) (Path, error) {
 	if target == "" {
 		return Path{}, fmt.Errorf("%w: empty", ErrInvalid)
 	}
-	if len(target) > MaxLen {
-		return Path{}, fmt.Errorf("%w: longer than %d bytes", ErrInvalid, MaxLen)
-	}
-	if !utf8.ValidString(target) {
-		return Path{}, fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
-	}
-	if strings.IndexFunc(target, unicode.IsControl) >= 0 {
-		return Path{}, fmt.Errorf("%w: contains control characters", ErrInvalid)
+	if err := safetext.Check(target, MaxLen); err != nil {
+		return Path{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if !filepath.IsAbs(target) {
 		return Path{}, fmt.Errorf("%w: %q is not absolute", ErrInvalid, target)
