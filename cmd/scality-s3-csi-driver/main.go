@@ -55,6 +55,7 @@ type options struct {
 	registrationPath    string
 	healthTimeout       time.Duration
 	healthInterval      time.Duration
+	restartPods         bool
 	mountPath           string
 	metricsAddress      string
 	emptyBucketBudget   time.Duration
@@ -93,6 +94,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.healthAddress, "health-address", "", "node mode: address of /healthz, the plugin's own Probe for kubelet's liveness probe, e.g. :9808 (none when empty: the livenessprobe sidecar serves it)")
 	fs.StringVar(&o.registrationPath, "kubelet-registration-path", "", "node mode: register with kubelet by itself (no node-driver-registrar): the host path of the CSI socket as kubelet sees it, e.g. /var/lib/kubelet/plugins/s3.csi.scality.com/csi.sock; the registration socket goes to <kubelet-path>/plugins_registry (none when empty)")
 	fs.DurationVar(&o.healthTimeout, "health-timeout", 5*time.Second, "node mode: how long mount-s3 has to answer a liveness check (statfs) before its mount counts as dead")
+	fs.BoolVar(&o.restartPods, "restart-pods", false, "node mode: let the recovery policy restart-pod (volume attribute mountRecovery) delete a workload pod whose containers cannot see a repaired mount; needs pods get/delete and persistentvolumeclaims get (Helm node.restartPods binds them); when false such volumes are repaired only, with an Event saying so")
 	fs.DurationVar(&o.healthInterval, "health-check-interval", 2*time.Second, "node mode: how often every published mount is checked, and a dead one mounted again, without waiting for kubelet (besides the checks systemd's unit signals and Mountpoint Pod changes trigger); 0 turns the monitor off: dead mounts are then repaired by kubelet's republish only")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
@@ -233,6 +235,7 @@ func run(ctx context.Context, o options) error {
 		RegistrationEndpoint: o.registrationPath,
 		HealthTimeout:        o.healthTimeout,
 		HealthCheckInterval:  o.healthInterval,
+		RestartPods:          o.restartPods,
 		MountPath:            o.mountPath,
 		MetricsAddress:       o.metricsAddress,
 	})

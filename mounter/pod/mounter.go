@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/confined"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mountoptions"
@@ -100,15 +101,20 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	defer unlock()
 
 	comm := m.paths.comm(pod.UID)
+	commDir, err := confined.Open(comm) // the Mountpoint Pod can write it: never follow what it left there
+	if err != nil {
+		return fmt.Errorf("open the comm directory of Mountpoint Pod %s: %w", mp, err)
+	}
+	defer commDir.Close()
 	env := append([]string(nil), req.Env...)
 	if req.CABundle != nil {
-		if err := os.WriteFile(filepath.Join(comm, mounter.CABundleFile), req.CABundle, 0o644); err != nil {
+		if err := commDir.WriteFile(mounter.CABundleFile, req.CABundle, 0o644, -1); err != nil {
 			return fmt.Errorf("write CA bundle for Mountpoint Pod %s: %w", mp, err)
 		}
 		env = append(env, "AWS_CA_BUNDLE="+filepath.Join(podCommDir, mounter.CABundleFile))
 	}
 	if req.Credentials != nil {
-		credEnv, err := credentials.WriteProfileForGroup(filepath.Join(comm, commCredentials), filepath.Join(podCommDir, commCredentials), *req.Credentials, mountpointGID)
+		credEnv, err := credentials.WriteProfileIn(commDir, commCredentials, filepath.Join(podCommDir, commCredentials), *req.Credentials, mountpointGID)
 		if err != nil {
 			return fmt.Errorf("write credentials for Mountpoint Pod %s: %w", mp, err)
 		}
@@ -209,7 +215,10 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 	if err := os.MkdirAll(source, 0o755); err != nil {
 		return fmt.Errorf("create source directory: %w", err)
 	}
-	_ = os.Remove(filepath.Join(comm, commError))
+	if d, err := confined.Open(comm); err == nil {
+		_ = d.Remove(commError)
+		d.Close()
+	}
 	errWatch, err := watchFile(comm, commError)
 	if err != nil {
 		return err

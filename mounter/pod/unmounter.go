@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/confined"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 )
 
@@ -115,19 +115,28 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 		klog.V(4).InfoS("Mountpoint Pod marked needs-unmount but still in use", "mountpointPod", mp, "binds", len(binds))
 		return nil
 	}
-	comm := u.m.paths.comm(pod.UID)
-	// mount.exit first: the pod must know the coming end of its mount is a request, not a crash.
-	if err := os.WriteFile(filepath.Join(comm, commExit), nil, 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("write mount.exit: %w", err)
+	// The comm directory is the Mountpoint Pod's to write: only touched through a confined handle.
+	comm, err := confined.Open(u.m.paths.comm(pod.UID))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("open the comm directory: %w", err)
+	}
+	if comm != nil {
+		defer comm.Close()
+		// mount.exit first: the pod must know the coming end of its mount is a request, not a crash.
+		if err := comm.WriteFile(commExit, nil, 0o644, -1); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("write mount.exit: %w", err)
+		}
 	}
 	if err := u.m.unmountSource(ctx, source); err != nil {
 		return err
 	}
 	_ = os.Remove(u.m.paths.sourceRecord(mp))
-	if err := os.RemoveAll(filepath.Join(comm, commCredentials)); err != nil {
-		return fmt.Errorf("remove credentials: %w", err)
+	if comm != nil {
+		if err := comm.RemoveAll(commCredentials); err != nil {
+			return fmt.Errorf("remove credentials: %w", err)
+		}
+		_ = comm.Remove(mounter.CABundleFile)
 	}
-	_ = os.Remove(filepath.Join(comm, mounter.CABundleFile))
 	klog.V(2).InfoS("Retired Mountpoint Pod", "mountpointPod", mp)
 	return nil
 }

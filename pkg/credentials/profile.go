@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/s3csi/s3-csi-driver/pkg/confined"
 )
 
 // ProfileName is the AWS profile the driver writes and mount-s3 selects with AWS_PROFILE.
@@ -37,30 +39,42 @@ func writeProfile(writeDir, envDir string, c Credentials, gid int) ([]string, er
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	parent, err := confined.Open(filepath.Dir(writeDir))
+	if err != nil {
+		return nil, fmt.Errorf("open the credentials directory's parent: %w", err)
+	}
+	defer parent.Close()
+	return WriteProfileIn(parent, filepath.Base(writeDir), envDir, c, gid)
+}
+
+// WriteProfileIn is WriteProfile (gid < 0) or WriteProfileForGroup (gid >= 0) for the
+// subdirectory sub of a directory someone else can write (a Mountpoint Pod's comm directory):
+// every access stays inside parent, a link at sub or at a file name is never followed, and the
+// files are replaced by a rename (see package confined).
+func WriteProfileIn(parent *confined.Dir, sub, envDir string, c Credentials, gid int) ([]string, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
 	if gid >= 0 {
 		dirMode, fileMode = 0o750, 0o640
 	}
-	if err := os.MkdirAll(writeDir, dirMode); err != nil {
+	dir, err := parent.Sub(sub, dirMode, gid)
+	if err != nil {
 		return nil, fmt.Errorf("create credentials directory: %w", err)
 	}
-	if gid >= 0 {
-		if err := os.Chown(writeDir, 0, gid); err != nil {
-			return nil, fmt.Errorf("chown credentials directory: %w", err)
-		}
-		if err := os.Chmod(writeDir, dirMode); err != nil {
-			return nil, fmt.Errorf("chmod credentials directory: %w", err)
-		}
-	}
+	defer dir.Close()
 	config := fmt.Sprintf("[profile %s]\n", ProfileName)
 	creds := fmt.Sprintf("[%s]\naws_access_key_id = %s\naws_secret_access_key = %s\n", ProfileName, c.AccessKeyID, c.SecretAccessKey)
 	if c.SessionToken != "" {
 		creds += fmt.Sprintf("aws_session_token = %s\n", c.SessionToken)
 	}
-	if err := writeAtomic(filepath.Join(writeDir, ConfigFileName), config, fileMode, gid); err != nil {
+	// No fsync: after a node crash every mount is gone and kubelet's republish rewrites the
+	// files, so durability would only add latency (and fsync stalls) to every publish.
+	if err := dir.WriteFile(ConfigFileName, []byte(config), fileMode, gid); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(filepath.Join(writeDir, CredentialsFileName), creds, fileMode, gid); err != nil {
+	if err := dir.WriteFile(CredentialsFileName, []byte(creds), fileMode, gid); err != nil {
 		return nil, err
 	}
 	return ProfileEnv(envDir), nil
@@ -84,39 +98,4 @@ func RemoveProfile(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// writeAtomic writes data to path via a temporary file (mode, group gid unless -1) in the same
-// directory and a rename.
-// It does not fsync: after a node crash every mount is gone and kubelet's republish rewrites
-// the files, so durability would only add latency (and fsync stalls) to every publish.
-func writeAtomic(path, data string, mode os.FileMode, gid int) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if gid >= 0 {
-		if err = f.Chown(0, gid); err != nil {
-			return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-		}
-	}
-	if err = f.Chmod(mode); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if _, err = f.WriteString(data); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return nil
 }

@@ -40,6 +40,9 @@ type NodeConfig struct {
 	// Locks serialise operations per target; the node plugin's own mount monitor takes the same
 	// locks (default: a set of the server's own).
 	Locks *inflight.Set
+	// Published lists the targets the mount modes have published (their records), for
+	// NodeGetVolumeHealth without a path; nil: none are known.
+	Published func() []mounter.Target
 }
 
 // NodeServer implements the CSI Node service on top of a mounter.Mounter.
@@ -98,12 +101,13 @@ func (s *NodeServer) checkVolumePath(ctx context.Context, volumeID, path, pathFi
 	if err := validateText("volume_id", volumeID, maxVolumeID); err != nil {
 		return mounthealth.Result{}, err
 	}
-	if path == "" {
-		return mounthealth.Result{}, invalid(pathField, "is required")
+	if err := validateText(pathField, path, targetpath.MaxLen); err != nil {
+		return mounthealth.Result{}, err
 	}
 	tp, err := targetpath.Parse(s.cfg.KubeletPath, path)
 	if err != nil {
-		return mounthealth.Result{}, fieldError(pathField, err)
+		// Not a path this driver publishes to: no volume of it can be there (CSI: NotFound).
+		return mounthealth.Result{}, fieldError(pathField, fmt.Errorf("%w: no volume of this driver can be at %q (%v)", errVolumeNotFound, path, err))
 	}
 	if staging != "" {
 		if err := validateText("staging_target_path", staging, targetpath.MaxLen); err != nil {
@@ -140,6 +144,9 @@ func (s *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 // health status when it answers (within the health deadline), INACCESSIBLE (reason MountDead,
 // the cause in the message) when it is dead. A path holding no mount of the driver is NotFound.
 func (s *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
+	if req.GetVolumePublishPath() == "" { // optional: every target of the volume on this node
+		return s.volumeHealth(ctx, req.GetVolumeId())
+	}
 	r, err := s.checkVolumePath(ctx, req.GetVolumeId(), req.GetVolumePublishPath(), "volume_publish_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
@@ -151,6 +158,42 @@ func (s *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVo
 			Reason:  "MountDead",
 			Message: fmt.Sprintf("the mount-s3 mount at %s is dead (%v); the node plugin mounts it again", req.GetVolumePublishPath(), r.Cause),
 		}}
+	}
+	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: h}, nil
+}
+
+// volumeHealth reports the health of every target volumeID is published at on this node
+// (NodeGetVolumeHealth without volume_publish_path): INACCESSIBLE for each dead one, NotFound
+// when it is published nowhere here.
+func (s *NodeServer) volumeHealth(ctx context.Context, volumeID string) (*csi.NodeGetVolumeHealthResponse, error) {
+	if err := validateText("volume_id", volumeID, maxVolumeID); err != nil {
+		return nil, err
+	}
+	var targets []string
+	if s.cfg.Published != nil {
+		for _, t := range s.cfg.Published() {
+			if t.VolumeID == volumeID {
+				targets = append(targets, t.Path)
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return nil, fieldError("volume_id", fmt.Errorf("%w: volume %q is not published on this node", errVolumeNotFound, volumeID))
+	}
+	slices.Sort(targets)
+	h := &csi.VolumeHealth{VolumeId: volumeID}
+	for _, path := range targets {
+		r, err := s.cfg.Health.Check(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		if r.State != mounthealth.Live {
+			h.HealthStatuses = append(h.HealthStatuses, &csi.VolumeHealth_VolumeHealthEntry{
+				Status:  csi.VolumeHealthErrorType_INACCESSIBLE,
+				Reason:  "MountDead",
+				Message: fmt.Sprintf("the mount-s3 mount at %s is %s (%v); the node plugin mounts it again", path, r.State, r.Cause),
+			})
+		}
 	}
 	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: h}, nil
 }

@@ -94,6 +94,16 @@ func New(cfg Config) *Monitor {
 	return &Monitor{cfg: cfg, modes: map[mounter.Mode]mounter.Repairer{}, trigger: make(chan struct{}, 1), metrics: newMetrics(), targets: map[string]*targetState{}}
 }
 
+// Targets lists the targets the watched modes have published (from their records), so the
+// Node service can find a volume's mounts when the caller gives no path.
+func (m *Monitor) Targets() []mounter.Target {
+	var out []mounter.Target
+	for _, r := range m.modes {
+		out = append(out, r.Targets()...)
+	}
+	return out
+}
+
 // SetRecorder makes the monitor report Events (without one it only logs). Call before Run.
 func (m *Monitor) SetRecorder(r Recorder) { m.recorder = r }
 
@@ -231,7 +241,8 @@ func (m *Monitor) recover(ctx context.Context, t mounter.Target) {
 		return
 	}
 	if m.restarter == nil {
-		klog.InfoS("Recovery policy restart-pod needs the Kubernetes API; the pod was not restarted", "target", t.Path)
+		klog.InfoS("Recovery policy restart-pod is not enabled on this node plugin (--restart-pods, Helm node.restartPods); the pod was not restarted", "target", t.Path)
+		m.event(t, true, ReasonMountRepaired, "The volume asks for recovery policy restart-pod, which this cluster's driver does not enable (Helm value node.restartPods): the pod was not restarted. Delete it to get a live mount in every container.")
 		return
 	}
 	what, err := m.restarter.RestartIfBlind(ctx, t)

@@ -43,9 +43,9 @@ const (
 // without a reply yields ErrNoAck (the receiver may or may not have kept the descriptor, so
 // the caller should tear the FUSE mount down and start over).
 //
-// A socketPath longer than a Unix socket address holds (107 bytes) is reached through
-// /proc/self/fd/<directory fd>/<name>; if that is impossible too (file name too long, no
-// /proc), the error wraps ErrPathTooLong and names the path and the limit.
+// The socket is reached through /proc/self/fd after checking, without following links, that
+// socketPath is a socket (see dial), so any path length works; a link or another kind of file
+// at socketPath fails at once with ErrNotSocket.
 func Send(ctx context.Context, socketPath string, o Options, fd int) error {
 	if err := send(ctx, socketPath, o, fd); err != nil {
 		return fmt.Errorf("send mount options to %s: %w", socketPath, err)
@@ -178,19 +178,37 @@ func dialRetry(ctx context.Context, path string) (*net.UnixConn, error) {
 	}
 }
 
-// dial makes one connection attempt.
+// ErrNotSocket is wrapped when the socket's name in the receiver's directory is something
+// else: a symbolic link (which could lead root's connection to any socket of the host), a
+// file, a directory. It is not retried.
+var ErrNotSocket = errors.New("not a Unix socket")
+
+// dial makes one connection attempt. The receiver's directory is writable by a less trusted
+// party (the Mountpoint Pod), so the socket is opened (O_PATH) without following a link at
+// either the directory or the socket name, checked to be a socket, and dialled through
+// /proc/self/fd/<n>: what is dialled is the socket that was checked, and any path length fits
+// the address.
 func dial(ctx context.Context, path string) (*net.UnixConn, error) {
-	addr := path
-	if len(path) > maxSocketPath {
-		dirfd, short, err := shortAddress(path)
-		if err != nil {
-			return nil, err
-		}
-		defer unix.Close(dirfd)
-		addr = short
+	dir, name := filepath.Dir(path), filepath.Base(path) // Dir: a trailing slash would follow a link
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the directory of %s: %w", path, err)
+	}
+	defer unix.Close(dirfd)
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("connect to %s: %w (file type %o)", path, ErrNotSocket, st.Mode&unix.S_IFMT)
 	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", addr)
+	c, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 	if err != nil {
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -199,25 +217,4 @@ func dial(ctx context.Context, path string) (*net.UnixConn, error) {
 		return nil, fmt.Errorf("connect to %s: %w", path, err)
 	}
 	return c.(*net.UnixConn), nil
-}
-
-// shortAddress opens the directory of path and returns its descriptor (the caller closes it)
-// and /proc/self/fd/<descriptor>/<name>, an address of the same socket that fits sun_path.
-func shortAddress(path string) (int, string, error) {
-	dir, name := filepath.Split(path)
-	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, "", fmt.Errorf("open the directory of %s: %w", path, err)
-	}
-	proc := "/proc/self/fd/" + strconv.Itoa(dirfd)
-	addr := proc + "/" + name
-	if len(addr) > maxSocketPath {
-		unix.Close(dirfd)
-		return -1, "", fmt.Errorf("%w: %s is %d bytes, more than the %d a Unix socket address holds, and its file name is too long to be reached through /proc/self/fd", ErrPathTooLong, path, len(path), maxSocketPath)
-	}
-	if _, err := os.Stat(proc); err != nil {
-		unix.Close(dirfd)
-		return -1, "", fmt.Errorf("%w: %s is %d bytes, more than the %d a Unix socket address holds, and /proc/self/fd cannot shorten it (%v)", ErrPathTooLong, path, len(path), maxSocketPath, err)
-	}
-	return dirfd, addr, nil
 }

@@ -393,10 +393,48 @@ func TestSendLongPath(t *testing.T) {
 	w.Close()
 	requireEOF(t, r)
 
-	// A file name that cannot fit even behind /proc/self/fd/N/.
-	err = Send(ctx, filepath.Join(long, strings.Repeat("n", 100)), sample, int(r.Fd()))
-	if !errors.Is(err, ErrPathTooLong) || !strings.Contains(err.Error(), "107") {
-		t.Fatalf("Send to an unreachable name = %v, want ErrPathTooLong naming the limit", err)
+}
+
+// TestSendRefusesLinks: a link in place of the socket (a compromised Mountpoint Pod pointing
+// root at another socket of the host) is refused at once, not dialled.
+func TestSendRefusesLinks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	elsewhere := t.TempDir()
+	l, err := Listen(filepath.Join(elsewhere, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	res := acceptAsync(ctx, l, nil)
+	comm := t.TempDir()
+	if err := os.Symlink(filepath.Join(elsewhere, SocketName), filepath.Join(comm, SocketName)); err != nil {
+		t.Fatal(err)
+	}
+	r, w := pipe(t)
+	defer r.Close()
+	defer w.Close()
+	if err := Send(ctx, filepath.Join(comm, SocketName), sample, int(w.Fd())); !errors.Is(err, ErrNotSocket) {
+		t.Fatalf("Send through a link = %v, want ErrNotSocket", err)
+	}
+	linkedDir := filepath.Join(t.TempDir(), "comm")
+	if err := os.Symlink(elsewhere, linkedDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Send(ctx, filepath.Join(linkedDir, SocketName), sample, int(w.Fd())); err == nil {
+		t.Fatal("Send through a linked directory succeeded")
+	}
+	regular := filepath.Join(t.TempDir(), SocketName)
+	if err := os.WriteFile(regular, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Send(ctx, regular, sample, int(w.Fd())); !errors.Is(err, ErrNotSocket) {
+		t.Fatalf("Send to a regular file = %v, want ErrNotSocket", err)
+	}
+	select {
+	case got := <-res:
+		t.Fatalf("the socket behind the link was dialled: %+v", got)
+	case <-time.After(100 * time.Millisecond):
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
+	"github.com/s3csi/s3-csi-driver/pkg/podrestart"
 	"github.com/s3csi/s3-csi-driver/pkg/registration"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -85,6 +86,9 @@ type Config struct {
 	// HealthCheckInterval is how often every published mount is checked (and a dead one
 	// repaired) without waiting for kubelet; 0 turns the monitor off.
 	HealthCheckInterval time.Duration
+	// RestartPods lets the recovery policy restart-pod delete workload pods (it needs the RBAC
+	// the chart binds with node.restartPods); when false such volumes are repaired only.
+	RestartPods bool
 }
 
 // Run starts the node plugin and serves until ctx ends.
@@ -158,6 +162,7 @@ func Run(ctx context.Context, cfg Config) error {
 		CABundle:          cfg.CABundle,
 		Health:            health,
 		Locks:             locks,
+		Published:         monitor.Targets,
 	}, router)
 	if err != nil {
 		return err
@@ -181,11 +186,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stopEvents()
 		monitor.SetRecorder(recorder)
-		cs, err := kubernetes.NewForConfig(cfg.Kube)
-		if err != nil {
-			return err
+		if cfg.RestartPods {
+			cs, err := kubernetes.NewForConfig(cfg.Kube)
+			if err != nil {
+				return err
+			}
+			monitor.SetRestarter(podrestart.New(cs, cfg.NodeID))
 		}
-		monitor.SetRestarter(&podRestarter{cs: cs, node: cfg.NodeID})
 	}
 	if cfg.HealthCheckInterval > 0 {
 		go monitor.Run(ctx)

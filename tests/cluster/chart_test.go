@@ -53,6 +53,7 @@ image:
   tag: %s
 node:
   systemdSocket: %s
+  restartPods: true
 `, rig.S3Endpoint(), credentialsSc, rig.DriverRepository, rig.DriverTag, rig.SystemdSocket())
 }
 

@@ -224,6 +224,15 @@ func TestRBAC(t *testing.T) {
 				{"get", "", "secrets", namespace}, {"delete", "", "nodes", ""}, {"create", group, s3pa, ""},
 				{"update", "", "persistentvolumes", ""},
 			}
+			// restart-pod recovery: workload pods anywhere (RBAC cannot leave the Mountpoint Pods'
+			// namespace out of a ClusterRole), and never pod creation.
+			restart := []access{{"delete", "", "pods", "team-a"}, {"get", "", "pods", "team-a"}, {"get", "", "persistentvolumeclaims", "team-a"}}
+			if m.restartPods {
+				nodeAllowed = append(nodeAllowed, restart...)
+				nodeDenied = slices.DeleteFunc(nodeDenied, func(a access) bool { return a == access{"delete", "", "pods", mp} })
+			} else {
+				nodeDenied = append(nodeDenied, restart...)
+			}
 			if m.pod {
 				nodeAllowed = append(nodeAllowed, access{"list", "", "pods", mp}, access{"watch", "", "pods", mp})
 			} else {

@@ -1,4 +1,9 @@
-package nodeplugin
+// Package podrestart applies the recovery policy restart-pod: after the node plugin repaired
+// a dead mount on the host, it deletes a workload pod whose running containers cannot see the
+// repair, so that the pod's controller recreates it. It is the only code of the node plugin
+// that deletes pods; its RBAC (generated from the markers below into the chart's
+// files/node-restart-rbac.yaml) is bound only when the chart enables it (node.restartPods).
+package podrestart
 
 import (
 	"context"
@@ -17,19 +22,24 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 
-// podRestarter applies the recovery policy restart-pod (mountmonitor.Restarter): after a repair,
+// Restarter applies the recovery policy restart-pod (mountmonitor.Restarter): after a repair,
 // it deletes the workload pod so that its controller recreates it, when and only when
 //   - the pod still is the one that was published (same UID) and runs on this node,
 //   - one of its containers mounts the repaired volume without HostToContainer (or
 //     Bidirectional) propagation, so it cannot see the repair, and
 //   - the pod has an owner (a pod without one would be gone for good: never deleted).
-type podRestarter struct {
+type Restarter struct {
 	cs   kubernetes.Interface
 	node string
 }
 
+// New returns a Restarter for the pods of node nodeName.
+func New(cs kubernetes.Interface, nodeName string) *Restarter {
+	return &Restarter{cs: cs, node: nodeName}
+}
+
 // RestartIfBlind implements mountmonitor.Restarter.
-func (r *podRestarter) RestartIfBlind(ctx context.Context, t mounter.Target) (string, error) {
+func (r *Restarter) RestartIfBlind(ctx context.Context, t mounter.Target) (string, error) {
 	pod, err := r.cs.CoreV1().Pods(t.WorkloadNamespace).Get(ctx, t.WorkloadPodName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
@@ -64,7 +74,7 @@ func (r *podRestarter) RestartIfBlind(ctx context.Context, t mounter.Target) (st
 }
 
 // volumesOf returns the names of pod's volumes whose claim is bound to PV pvName.
-func (r *podRestarter) volumesOf(ctx context.Context, pod *corev1.Pod, pvName string) (map[string]bool, error) {
+func (r *Restarter) volumesOf(ctx context.Context, pod *corev1.Pod, pvName string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
 		claim := ""
