@@ -43,6 +43,7 @@ type options struct {
 	s3Region            string
 	maxVolumesPerNode   int64
 	mountTimeout        time.Duration
+	systemdTimeout      time.Duration
 	s3CABundle          string
 	defaultMounter      string
 	kubeconfig          string
@@ -82,6 +83,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.s3Region, "s3-region", envOr("AWS_REGION", "us-east-1"), "S3 region given to mount-s3 (default $AWS_REGION, else us-east-1)")
 	fs.Int64Var(&o.maxVolumesPerNode, "max-volumes-per-node", 0, "volume limit reported by NodeGetInfo; 0 means no limit")
 	fs.DurationVar(&o.mountTimeout, "mount-timeout", 60*time.Second, "how long mount-s3 may take to mount before the publish fails")
+	fs.DurationVar(&o.systemdTimeout, "systemd-timeout", 30*time.Second, "systemd mode: how long one D-Bus call to systemd may take before the operation fails Unavailable (a stuck systemd must not hang publishes); a connection attempt is bounded to 5s")
 	fs.StringVar(&o.s3CABundle, "s3-ca-bundle", "", "PEM file of CA certificates trusted for --s3-endpoint-url: by the controller's S3 client in addition to the system ones; by mount-s3 in both mount modes (AWS_CA_BUNDLE)")
 	fs.DurationVar(&o.emptyBucketBudget, "empty-bucket-budget", 30*time.Second, "controller mode: longest time one DeleteVolume spends emptying a bucket (bucketDeletionPolicy deleteWithObjects) before it returns Aborted and the provisioner retries; the call's own deadline shortens it")
 	fs.StringVar(&o.defaultMounter, "default-mounter", "systemd", "node mode: the cluster default mount mode, systemd or pod; the Node's s3.csi.scality.com/mounter label overrides it")
@@ -136,6 +138,9 @@ func (o *options) validate() error {
 	}
 	if o.mountTimeout <= 0 {
 		errs = append(errs, errors.New("--mount-timeout must be positive"))
+	}
+	if o.systemdTimeout <= 0 {
+		errs = append(errs, errors.New("--systemd-timeout must be positive"))
 	}
 	if _, err := mounter.ParseMode(o.defaultMounter); err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
@@ -225,6 +230,7 @@ func run(ctx context.Context, o options) error {
 		MountS3Path:          o.mountS3Path,
 		UmountPath:           o.umountPath,
 		MountTimeout:         o.mountTimeout,
+		SystemdTimeout:       o.systemdTimeout,
 		Kube:                 kube,
 		MountpointNamespace:  o.mountpointNamespace,
 		PodSweepInterval:     o.podSweepInterval,

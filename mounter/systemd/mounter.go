@@ -59,6 +59,10 @@ type Config struct {
 	MountPath string
 	// Health judges mounts (default: a Checker with mounthealth's default deadline).
 	Health *mounthealth.Checker
+	// CallTimeout bounds each D-Bus call to systemd (default 30s) and DialTimeout each
+	// connection attempt (default 5s): a stuck systemd makes operations fail with
+	// mounter.ErrUnavailable instead of hanging.
+	CallTimeout, DialTimeout time.Duration
 }
 
 // Mounter runs mount-s3 as transient systemd units. It is safe for concurrent use on distinct
@@ -92,7 +96,7 @@ func newMounter(cfg Config, dial dialFunc) *Mounter {
 	if health == nil {
 		health = &mounthealth.Checker{}
 	}
-	return &Mounter{cfg: cfg, bus: &bus{dial: dial}, health: health}
+	return &Mounter{cfg: cfg, bus: &bus{dial: dial, dialTimeout: cfg.DialTimeout, callTimeout: cfg.CallTimeout}, health: health}
 }
 
 // Close drops the D-Bus connection. Units keep running.
@@ -100,7 +104,7 @@ func (m *Mounter) Close() { m.bus.close() }
 
 // Check reports whether systemd answers over D-Bus; it reconnects if needed.
 func (m *Mounter) Check(ctx context.Context) error {
-	return m.bus.do(func(c dbusConn) error {
+	return m.bus.do(ctx, func(ctx context.Context, c dbusConn) error {
 		_, err := c.SystemStateContext(ctx)
 		return err
 	})
@@ -328,7 +332,7 @@ func (m *Mounter) mountedAt(path string) (int, error) {
 
 // killUnit sends SIGKILL to every process of a unit (nothing when it is not loaded).
 func (m *Mounter) killUnit(ctx context.Context, unit string) {
-	_ = m.bus.do(func(c dbusConn) error {
+	_ = m.bus.do(ctx, func(ctx context.Context, c dbusConn) error {
 		c.KillUnitContext(ctx, unit, int32(9))
 		return nil
 	})
@@ -376,12 +380,15 @@ func orNoOutput(s string) string {
 
 // runUnit starts a transient unit and waits for its start job.
 func (m *Mounter) runUnit(ctx context.Context, name string, spec unitSpec) (string, error) {
-	c, err := m.bus.get()
+	c, err := m.bus.get(ctx)
 	if err != nil {
 		return "", err
 	}
 	ch := make(chan string, 1)
-	if _, err := c.StartTransientUnitContext(ctx, name, "fail", spec.properties(), ch); err != nil {
+	if err := m.bus.bounded(ctx, func(ctx context.Context) error {
+		_, err := c.StartTransientUnitContext(ctx, name, "fail", spec.properties(), ch)
+		return err
+	}); err != nil {
 		return "", fmt.Errorf("start unit %s: %w", name, err)
 	}
 	res, err := waitJob(ctx, c, ch)
@@ -395,7 +402,7 @@ func (m *Mounter) runUnit(ctx context.Context, name string, spec unitSpec) (stri
 // first lists loaded units by name, which (unlike StopUnit on an unknown name) does not make
 // systemd search the disk for a unit file: the common case, no unit, stays cheap.
 func (m *Mounter) stopUnit(ctx context.Context, name string) error {
-	return m.bus.do(func(c dbusConn) error {
+	return m.bus.do(ctx, func(ctx context.Context, c dbusConn) error {
 		loaded, err := c.ListUnitsByPatternsContext(ctx, nil, []string{name})
 		if err != nil {
 			return fmt.Errorf("list unit %s: %w", name, err)

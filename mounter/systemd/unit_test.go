@@ -94,6 +94,8 @@ type fakeConn struct {
 	hold      bool
 	// absent makes ListUnitsByPatterns report no loaded unit.
 	absent bool
+	// hang makes ListUnitsByPatterns block until its context ends (a systemd that does not answer).
+	hang bool
 }
 
 func (f *fakeConn) record(call string) bool {
@@ -137,9 +139,13 @@ func (f *fakeConn) ResetFailedUnitContext(_ context.Context, name string) error 
 	return nil
 }
 
-func (f *fakeConn) ListUnitsByPatternsContext(_ context.Context, _, patterns []string) ([]sd.UnitStatus, error) {
+func (f *fakeConn) ListUnitsByPatternsContext(ctx context.Context, _, patterns []string) ([]sd.UnitStatus, error) {
 	if !f.record("list " + strings.Join(patterns, ",")) {
 		return nil, dbus.ErrClosed
+	}
+	if f.hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -270,5 +276,73 @@ func TestIsNoSuchUnit(t *testing.T) {
 	}
 	if isNoSuchUnit(dbus.Error{Name: "org.freedesktop.DBus.Error.AccessDenied"}) || isNoSuchUnit(errors.New("x")) {
 		t.Error("isNoSuchUnit true for another error")
+	}
+}
+
+// TestStuckSystemdDoesNotStallTheNode: a dial that never answers (systemd stopped) fails every
+// caller with ErrUnavailable within the dial timeout, one dial at a time, without a lock held
+// across it; callers then get the failure at once until the backoff passes; a method call
+// systemd does not answer is cut at the call timeout.
+func TestStuckSystemdDoesNotStallTheNode(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var mu sync.Mutex
+	dials := 0
+	stuck := func() (dbusConn, error) {
+		mu.Lock()
+		dials++
+		mu.Unlock()
+		<-release
+		return nil, errors.New("released")
+	}
+	m := newMounter(Config{}, stuck)
+	m.bus.dialTimeout = 200 * time.Millisecond
+	var wg sync.WaitGroup
+	start := time.Now()
+	errs := make(chan error, 5)
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- m.Check(context.Background())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("callers waited %s for a stuck dial, want about the dial timeout (200ms)", d)
+	}
+	for err := range errs {
+		if !errors.Is(err, mounter.ErrUnavailable) {
+			t.Errorf("Check with a stuck systemd: %v, want ErrUnavailable", err)
+		}
+	}
+	mu.Lock()
+	if dials != 1 {
+		t.Errorf("%d dials for 5 concurrent callers, want 1", dials)
+	}
+	mu.Unlock()
+	// During the backoff the failure is returned at once, with no new dial.
+	quick := time.Now()
+	if err := m.Check(context.Background()); !errors.Is(err, mounter.ErrUnavailable) || time.Since(quick) > 50*time.Millisecond {
+		t.Errorf("Check during the backoff: %v after %s, want ErrUnavailable at once", err, time.Since(quick))
+	}
+	// A caller whose own deadline is shorter than the dial timeout is not held past it.
+	time.Sleep(300 * time.Millisecond) // past the first backoff (100ms)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	quick = time.Now()
+	if err := m.Check(ctx); !errors.Is(err, mounter.ErrUnavailable) || time.Since(quick) > 150*time.Millisecond {
+		t.Errorf("Check with a 20ms deadline: %v after %s", err, time.Since(quick))
+	}
+
+	// A connected systemd that stops answering calls.
+	hung := &fakeConn{connected: true, hang: true}
+	dial, _ := dialer(hung)
+	m2 := newMounter(Config{}, dial)
+	m2.bus.callTimeout = 100 * time.Millisecond
+	quick = time.Now()
+	if err := m2.stopUnit(context.Background(), "mount-s3-x.service"); !errors.Is(err, mounter.ErrUnavailable) || time.Since(quick) > time.Second {
+		t.Errorf("stopUnit on a hung systemd: %v after %s, want ErrUnavailable after ~100ms", err, time.Since(quick))
 	}
 }

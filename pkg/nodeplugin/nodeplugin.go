@@ -58,6 +58,8 @@ type Config struct {
 	MountS3Path        string
 	UmountPath         string
 	MountTimeout       time.Duration
+	// SystemdTimeout bounds each D-Bus call to systemd (systemd.Config.CallTimeout).
+	SystemdTimeout time.Duration
 
 	// Kube is the Kubernetes connection (nil: none; the node then uses DefaultMode and only
 	// systemd mode can work).
@@ -109,6 +111,7 @@ func Run(ctx context.Context, cfg Config) error {
 			MountPath:     cfg.MountPath,
 			StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
 			StartTimeout:  cfg.MountTimeout,
+			CallTimeout:   cfg.SystemdTimeout,
 			Health:        health,
 		})
 		if err != nil {

@@ -131,6 +131,18 @@ func (s *Systemd) stop(sig syscall.Signal) {
 // fresh manager up on the same socket.
 func (s *Systemd) Stop(sig syscall.Signal) { s.stop(sig) }
 
+// Signal sends sig to the manager (SIGSTOP: a manager that accepts connections and never
+// answers; SIGCONT resumes it).
+func (s *Systemd) Signal(sig syscall.Signal) {
+	s.t.Helper()
+	if s.cmd == nil {
+		s.t.Fatalf("systemd is not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal systemd: %v", err)
+	}
+}
+
 // Start starts the manager again after Stop.
 func (s *Systemd) Start() {
 	s.t.Helper()

@@ -361,3 +361,44 @@ func TestDeadMountNoticedThroughSystemd(t *testing.T) {
 	s.unpublish(target)
 	s.assertClean(target)
 }
+
+// TestStuckSystemd: a systemd manager that stops answering (SIGSTOP) makes a publish fail
+// Unavailable within --systemd-timeout instead of hanging, while the node plugin keeps serving
+// volumes that are already mounted; once systemd answers again, publishing works.
+func TestStuckSystemd(t *testing.T) {
+	s := newSuite(t, true, "--systemd-timeout=2s", "--health-check-interval=0")
+	s.s3.CreateBucket(t, "stuck")
+	live := s.target("pod-live")
+	s.publish(rw(live, "stuck"))
+	s.sd.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { s.sd.Signal(syscall.SIGCONT) })
+
+	blocked := s.target("pod-blocked")
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := s.drv.Node.NodePublishVolume(ctx, rw(blocked, "stuck"))
+	took := time.Since(start)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "systemd") {
+		t.Errorf("publish with systemd stopped: %v, want Unavailable naming systemd", err)
+	}
+	if took > 15*time.Second {
+		t.Errorf("publish with systemd stopped took %s, want about --systemd-timeout (2s)", took)
+	}
+	if _, err := s.drv.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-stuck", VolumePath: live}); err != nil {
+		t.Errorf("stats of a live volume while systemd is stuck: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(live, "while-stuck"), []byte("x"), 0o644); err != nil {
+		t.Errorf("the live volume stopped working: %v", err)
+	}
+
+	s.sd.Signal(syscall.SIGCONT)
+	waitFor(t, 30*time.Second, "a publish to succeed once systemd answers", func() bool {
+		_, err := s.drv.Node.NodePublishVolume(context.Background(), rw(blocked, "stuck"))
+		return err == nil
+	})
+	s.unpublish(blocked)
+	s.unpublish(live)
+	s.assertClean(blocked)
+	s.assertClean(live)
+}
