@@ -16,6 +16,9 @@ import (
 // existing target must be a directory (see CheckTarget).
 func PrepareTarget(target string) (created bool, err error) {
 	parent, err := openParent(target)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("%w: the parent directory of target %s does not exist (kubelet creates it before publishing)", ErrInvalidRequest, target)
+	}
 	if err != nil {
 		return false, err
 	}

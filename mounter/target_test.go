@@ -37,6 +37,7 @@ func TestPrepareTarget(t *testing.T) {
 		{"regular file", file, false, "is not a directory"},
 		{"fifo", fifo, false, "is not a directory"},
 		{"parent is a symlink", filepath.Join(link, "x"), false, "parent of target"},
+		{"parent missing", filepath.Join(dir, "nope", "mount"), false, "does not exist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			created, err := PrepareTarget(tc.target)

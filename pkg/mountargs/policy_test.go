@@ -53,7 +53,7 @@ var policyRows = map[string]policyRow{
 	"part-size":               {accept: []string{"part-size=8388608"}, refuse: []string{"part-size=0"}, reason: "at least 1"},
 	"read-part-size":          {accept: []string{"read-part-size=8388608"}, refuse: []string{"read-part-size=1e6"}, reason: "decimal"},
 	"write-part-size":         {accept: []string{"write-part-size=8388608"}, refuse: []string{"write-part-size="}, reason: "needs a value"},
-	"bind":                    {accept: []string{"bind=eth0"}, refuse: []string{"bind=" + strings.Repeat("e", 16)}, reason: "longer than"},
+	"bind":                    {accept: []string{"bind=eth0.100"}, refuse: []string{"bind=" + strings.Repeat("e", 16), "bind=../../etc", "bind=/dev/x", "bind=.."}, reason: "network interface name"},
 	// Options that would name a host path, in every spelling mount-s3 accepts.
 	"log-directory":     {refuse: []string{"log-directory=/etc/cron.d", "--log-directory /", "-l /", "-l=/var/log", "l /tmp", "log-directory=relative"}, reason: "names a host path"},
 	"cache":             {accept: []string{"cache", "--cache", "cache", "max-cache-size=100"}, refuse: []string{"cache=/", "--cache=/etc", "--cache /var/lib/kubelet", "cache=tmp", "cache=/tmp/../etc", "-cache=/", "cache="}, reason: "takes no path"},

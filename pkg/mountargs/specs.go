@@ -70,7 +70,7 @@ var specs = map[string]spec{
 	"part-size":               {kind: valued, check: uintMin(1)},
 	"read-part-size":          {kind: valued, check: uintMin(1)},
 	"write-part-size":         {kind: valued, check: uintMin(1)},
-	"bind":                    {kind: valued, check: token(15)},
+	"bind":                    {kind: valued, check: ifName},
 	// Logging.
 	"log-directory": {kind: valued, forbidden: "it names a host path (mount-s3 runs as root); the driver keeps mount-s3's log (systemd mode: mount-s3.log in the volume's state directory; pod mode: the Mountpoint Pod's log); use debug for more detail"},
 	"log-metrics":   {kind: flag},
@@ -163,6 +163,20 @@ func prefix(v string) error {
 	}
 	if strings.HasPrefix(v, "/") || !strings.HasSuffix(v, "/") {
 		return errors.New("must not start with '/' and must end with '/' (for example data/)")
+	}
+	return nil
+}
+
+// ifName checks a network interface name (mount-s3 --bind): 1-15 characters of letters,
+// digits and "-_.:@", not "." or "..": what the kernel accepts, and never a path.
+func ifName(v string) error {
+	if len(v) > 15 || v == "." || v == ".." {
+		return errors.New("must be a network interface name of at most 15 characters")
+	}
+	if strings.IndexFunc(v, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@", r))
+	}) >= 0 {
+		return errors.New("must be a network interface name: letters, digits and -_.:@ only")
 	}
 	return nil
 }
