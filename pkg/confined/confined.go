@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNotRegular is wrapped when a name that must be a regular file (or a socket, for
-// SocketPath) is something else: a symbolic link, a directory, a FIFO, a device.
-var ErrNotRegular = errors.New("not a regular file")
+// ErrFileType is wrapped when a name is not the kind of file expected (a regular file, a
+// directory for Sub, a socket for SocketPath): a symbolic link, a FIFO, a device, ...
+var ErrFileType = errors.New("unexpected file type")
 
 // Dir is an opened directory that someone else can write.
 type Dir struct {
@@ -34,7 +34,7 @@ func Open(dir string) (*Dir, error) {
 	if st, err := os.Lstat(dir); err != nil {
 		return nil, err
 	} else if !st.IsDir() {
-		return nil, fmt.Errorf("%s: %w (a directory is required)", dir, ErrNotRegular)
+		return nil, fmt.Errorf("%s: %w (a directory is required)", dir, ErrFileType)
 	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
@@ -61,7 +61,7 @@ func (d *Dir) Sub(name string, perm os.FileMode, gid int) (*Dir, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("%s/%s: %w (a directory is required, found %s)", d.Name(), name, ErrNotRegular, st.Mode().Type())
+		return nil, fmt.Errorf("%s/%s: %w (a directory is required, found %s)", d.Name(), name, ErrFileType, st.Mode().Type())
 	}
 	f, err := d.root.OpenFile(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {
@@ -131,7 +131,7 @@ func (d *Dir) ReadFile(name string, max int64) (data []byte, truncated bool, err
 	f, err := d.root.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return nil, false, fmt.Errorf("%s/%s: %w (a symbolic link)", d.Name(), name, ErrNotRegular)
+			return nil, false, fmt.Errorf("%s/%s: %w (a symbolic link)", d.Name(), name, ErrFileType)
 		}
 		return nil, false, err
 	}
@@ -141,7 +141,7 @@ func (d *Dir) ReadFile(name string, max int64) (data []byte, truncated bool, err
 		return nil, false, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("%s/%s: %w (%s)", d.Name(), name, ErrNotRegular, st.Mode().Type())
+		return nil, false, fmt.Errorf("%s/%s: %w (%s)", d.Name(), name, ErrFileType, st.Mode().Type())
 	}
 	data, err = io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
@@ -171,7 +171,7 @@ func (d *Dir) SocketPath(name string) (path string, release func(), err error) {
 	f, err := d.root.OpenFile(name, unix.O_PATH|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return "", nil, fmt.Errorf("%s/%s: %w (a symbolic link, a socket is required)", d.Name(), name, ErrNotRegular)
+			return "", nil, fmt.Errorf("%s/%s: %w (a symbolic link, a socket is required)", d.Name(), name, ErrFileType)
 		}
 		return "", nil, err
 	}
@@ -182,7 +182,7 @@ func (d *Dir) SocketPath(name string) (path string, release func(), err error) {
 	}
 	if st.Mode().Type() != fs.ModeSocket {
 		f.Close()
-		return "", nil, fmt.Errorf("%s/%s: %w (a socket is required, found %s)", d.Name(), name, ErrNotRegular, st.Mode().Type())
+		return "", nil, fmt.Errorf("%s/%s: %w (a socket is required, found %s)", d.Name(), name, ErrFileType, st.Mode().Type())
 	}
 	return fmt.Sprintf("/proc/self/fd/%d", f.Fd()), func() { f.Close() }, nil
 }

@@ -73,11 +73,11 @@ func TestHostileDirectory(t *testing.T) {
 	if st, _ := os.Stat(outside); st.Mode().Perm() == 0o750 {
 		t.Error("the outside directory was chmodded")
 	}
-	if _, _, err := d.SocketPath("mount.err"); !errors.Is(err, ErrNotRegular) {
-		t.Errorf("SocketPath(a link) = %v, want ErrNotRegular", err)
+	if _, _, err := d.SocketPath("mount.err"); !errors.Is(err, ErrFileType) {
+		t.Errorf("SocketPath(a link) = %v, want ErrFileType", err)
 	}
-	if _, _, err := d.SocketPath("huge"); !errors.Is(err, ErrNotRegular) {
-		t.Errorf("SocketPath(a file) = %v, want ErrNotRegular", err)
+	if _, _, err := d.SocketPath("huge"); !errors.Is(err, ErrFileType) {
+		t.Errorf("SocketPath(a file) = %v, want ErrFileType", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "shadow")); string(b) != "root:secret" {
 		t.Errorf("the outside file changed: %q", b)

@@ -33,7 +33,9 @@ type MountpointKubelet struct {
 	procs  map[string]*Process // by pod name
 	starts map[string]int      // process starts by pod name
 	paused bool
-	cache  cache.Cache
+	// container replaces scality-csi-mounter for pods started from now on ("" = the real one).
+	container string
+	cache     cache.Cache
 	work   chan types.NamespacedName
 }
 
@@ -54,6 +56,15 @@ func (mk *MountpointKubelet) SetPaused(paused bool) {
 	for i := range pods.Items {
 		mk.work <- client.ObjectKeyFromObject(&pods.Items[i])
 	}
+}
+
+// SetContainer makes Mountpoint Pods started from now on run the executable at path instead of
+// scality-csi-mounter (same user, namespace and arguments), e.g. a compromised container; ""
+// restores the real one.
+func (mk *MountpointKubelet) SetContainer(path string) {
+	mk.mu.Lock()
+	mk.container = path
+	mk.mu.Unlock()
 }
 
 // mounterUID is the user the Mountpoint Pod runs as (its securityContext).
@@ -204,8 +215,12 @@ func (mk *MountpointKubelet) run(ctx context.Context, p *corev1.Pod) {
 	script := `mount --bind "$0" /comm || exit 1
 for m in $(findmnt -rn -t fuse -o TARGET | sort -r); do umount -l "$m" 2>/dev/null; done
 exec setpriv --reuid=1000 --regid=1000 --clear-groups "$1" --comm-dir=/comm --mount-s3-path="$2" --v=4`
+	container := mk.container
+	if container == "" {
+		container = Bin(mk.t, "scality-csi-mounter")
+	}
 	proc := &Process{Name: "scality-csi-mounter", Path: "/usr/bin/unshare",
-		Args:    []string{"-m", "--propagation", "private", "sh", "-c", script, comm, Bin(mk.t, "scality-csi-mounter"), MountS3(mk.t)},
+		Args:    []string{"-m", "--propagation", "private", "sh", "-c", script, comm, container, MountS3(mk.t)},
 		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		LogFile: filepath.Join(mk.t.TempDir(), p.Name+".log"), t: mk.t}
 	proc.Start()

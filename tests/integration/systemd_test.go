@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -375,4 +376,41 @@ func TestCacheDirectoryOwnedByDriver(t *testing.T) {
 		t.Fatalf("publish with --cache=/etc: %v, want InvalidArgument naming the option", err)
 	}
 	s.assertClean(hostile)
+}
+
+// TestUmountFailureIsReported: an umount that fails makes the unpublish fail (Internal, with
+// umount's output) and leaves the volume as it was (mounted, live, recorded); the next
+// unpublish, once umount works, leaves nothing.
+func TestUmountFailureIsReported(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "fail")
+	umount := filepath.Join(t.TempDir(), "umount")
+	script := "#!/bin/sh\nif [ -e " + flag + " ]; then echo 'umount: target is busy (simulated)' >&2; exit 32; fi\nexec /bin/umount \"$@\"\n"
+	if err := os.WriteFile(umount, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSuite(t, true, "--umount-path="+umount, "--health-check-interval=0")
+	s.s3.CreateBucket(t, "busy")
+	target := s.target("pod-busy")
+	s.publish(rw(target, "busy"))
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.drv.Node.NodeUnpublishVolume(context.Background(), rwUnpublish(target))
+	if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "target is busy (simulated)") {
+		t.Fatalf("unpublish with a failing umount: %v, want Internal quoting umount's output", err)
+	}
+	if err := statfsWithin(target, time.Second); err != nil || !mountS3At(target) {
+		t.Fatalf("after the failed unpublish the mount is not live (%v): the state must stay as it was", err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "still-there"), []byte("x"), 0o644); err != nil {
+		t.Errorf("the volume stopped working after a failed unpublish: %v", err)
+	}
+	if err := os.Remove(flag); err != nil {
+		t.Fatal(err)
+	}
+	s.unpublish(target)
+	s.assertClean(target)
+	if keys := s.s3.ListKeys(t, "busy"); !slices.Contains(keys, "still-there") {
+		t.Errorf("bucket holds %v, want still-there", keys)
+	}
 }
