@@ -36,7 +36,7 @@ type MountpointKubelet struct {
 	// container replaces scality-csi-mounter for pods started from now on ("" = the real one).
 	container string
 	cache     cache.Cache
-	work   chan types.NamespacedName
+	work      chan types.NamespacedName
 }
 
 // SetPaused stops (true) or resumes (false) scheduling and starting new Mountpoint Pods, as if
