@@ -513,8 +513,19 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 	if err != nil {
 		return err
 	}
+	// The unit unmounts in systemd's mount namespace; the node plugin's view follows through
+	// propagation. Give a lagging view a moment before calling it a failure.
+	for deadline := time.Now().Add(time.Second); result == "done" && left > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if left, err = m.stillMounted(r.Ours); err != nil {
+			return err
+		}
+	}
 	if result == "done" && left == 0 {
 		return nil
+	}
+	if result == "done" {
+		klog.InfoS("Unmount unit succeeded but mounts remain in the node plugin's view", "target", target, "unit", unit, "left", left, "mounts", r.Ours)
 	}
 	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(r.Ours), orNoOutput(tail(logFile, 4096)))
 }
