@@ -26,7 +26,7 @@ TEST_TOOLS := $(VERSITYGW) $(HELM) envtest-assets apt-deps
 
 # Fuzz targets run briefly by `make test` (package:target).
 FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse ./pkg/mountoptions:FuzzParse \
-	./pkg/driver:FuzzParseVolumeID ./pkg/s3:FuzzBucketName
+	./pkg/driver:FuzzParseVolumeID ./pkg/s3:FuzzBucketName ./pkg/confined:FuzzNames ./pkg/safetext:FuzzCheck
 FUZZ_TIME ?= 10s
 
 .PHONY: help
