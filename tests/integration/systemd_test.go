@@ -320,8 +320,31 @@ func TestNoSecretsInUnitsProcessesOrLogs(t *testing.T) {
 		t.Errorf("mount-s3 environment lacks the driver's profile: %q", environ)
 	}
 	s.unpublish(target)
-	for what, text := range map[string]string{"unit properties": show, "mount-s3 argv": string(cmdline), "mount-s3 environment": string(environ), "driver log": s.drv.Log()} {
-		for _, secret := range []string{s.s3.SecretKey} {
+	// Errors returned over gRPC: secrets where they do not belong, a wrong secret that S3
+	// refuses (mount-s3's output is quoted in the error), a secret pasted as a key name.
+	wrong := "WrongSecretKeyValue0123456789"
+	var grpcErrors strings.Builder
+	for _, secrets := range []map[string]string{
+		{"access_key_id": s.s3.AccessKey, "secret_access_key": s.s3.SecretKey + "\""},
+		{"access_key_id": s.s3.AccessKey + " " + s.s3.SecretKey, "secret_access_key": s.s3.SecretKey},
+		{"access_key_id": s.s3.AccessKey, "secret_access_key": s.s3.SecretKey, s.s3.SecretKey: "x"},
+		{"access_key_id": s.s3.AccessKey, "secret_access_key": wrong},
+		{"access_key_id": s.s3.AccessKey, "secret_access_key": s.s3.SecretKey, "session_token": s.s3.SecretKey + "\n"},
+	} {
+		bad := rw(s.target("pod-bad"), "secretive")
+		bad.VolumeContext["authenticationSource"] = "secret"
+		bad.Secrets = secrets
+		_, err := s.drv.Node.NodePublishVolume(context.Background(), bad)
+		if err == nil {
+			t.Fatalf("publish with bad secrets succeeded")
+		}
+		grpcErrors.WriteString(err.Error() + "\n")
+	}
+	if !strings.Contains(grpcErrors.String(), "secrets:") {
+		t.Fatalf("no secrets error among %s; the check below proves nothing", grpcErrors.String())
+	}
+	for what, text := range map[string]string{"unit properties": show, "mount-s3 argv": string(cmdline), "mount-s3 environment": string(environ), "driver log": s.drv.Log(), "gRPC errors": grpcErrors.String()} {
+		for _, secret := range []string{s.s3.SecretKey, wrong} {
 			if strings.Contains(text, secret) {
 				t.Errorf("%s contain a secret", what)
 			}
