@@ -39,16 +39,31 @@ func mountFUSE(source string, allowOther, readOnly bool) (*os.File, error) {
 // bindMount makes target show source; a read-only bind is remounted read-only (a bind ignores
 // MS_RDONLY on creation).
 func bindMount(source, target string, readOnly bool) error {
-	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+	if err := atDir(target, func(at string) error { return unix.Mount(source, at, "", unix.MS_BIND, "") }); err != nil {
 		return fmt.Errorf("bind %s to %s: %w", source, target, err)
 	}
 	if readOnly {
-		if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		// Opened again: the path now leads to the new bind, which is what must turn read-only.
+		if err := atDir(target, func(at string) error {
+			return unix.Mount("", at, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
+		}); err != nil {
 			_ = unix.Unmount(target, 0)
 			return fmt.Errorf("make bind mount at %s read-only: %w", target, err)
 		}
 	}
 	return nil
+}
+
+// atDir runs mount with /proc/self/fd/<n> of target opened as a directory without following a
+// link at its last component: the mount lands on the directory that was checked, never where a
+// link swapped in since would lead.
+func atDir(target string, mount func(at string) error) error {
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s as a directory (no link followed): %w", target, err)
+	}
+	defer unix.Close(fd)
+	return mount(fmt.Sprintf("/proc/self/fd/%d", fd))
 }
 
 // unmount unmounts path; a mount that is already gone is fine.
@@ -64,7 +79,9 @@ func unmount(path string, flags int) error {
 // on it.
 func mountGuard(target string) error {
 	flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
-	if err := unix.Mount(mounttable.GuardSource, target, "tmpfs", flags, mounttable.GuardOptions); err != nil {
+	if err := atDir(target, func(at string) error {
+		return unix.Mount(mounttable.GuardSource, at, "tmpfs", flags, mounttable.GuardOptions)
+	}); err != nil {
 		return fmt.Errorf("mount the guard at %s: %w", target, err)
 	}
 	return nil
