@@ -151,7 +151,11 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecor
 			return err
 		}
 		if !slices.Contains(binds, target) {
-			return fmt.Errorf("%w: %s holds a mount-s3 mount that is not Mountpoint Pod %s's", mounter.ErrTargetInUse, target, rec.MountpointPod)
+			holder := "a volume this node plugin has no record of"
+			if old, err := readTargetRecord(m.paths.targetRecord(target)); err == nil {
+				holder = fmt.Sprintf("volume %q (Mountpoint Pod %s)", old.VolumeID, old.MountpointPod)
+			}
+			return fmt.Errorf("%w: %s already holds %s, not volume %q of Mountpoint Pod %s", mounter.ErrTargetInUse, target, holder, rec.VolumeID, rec.MountpointPod)
 		}
 		return writeJSON(m.paths.targetRecord(target), rec) // already published: credentials refreshed
 	case mounthealth.Foreign:
