@@ -100,6 +100,27 @@ func TestBadInput(t *testing.T) {
 		{"mutable parameters", with(func(r *csi.CreateVolumeRequest) { r.MutableParameters = map[string]string{"a": "b"} }), "mutable_parameters"},
 		{"negative capacity", with(func(r *csi.CreateVolumeRequest) { r.CapacityRange = &csi.CapacityRange{RequiredBytes: -1} }), "capacity_range"},
 	}
+	creates = append(creates, []struct {
+		name  string
+		req   *csi.CreateVolumeRequest
+		field string
+	}{
+		{"secret value pasted as a key name", secret("access_key_id", "AKID", "secret_access_key", "s", secretValue, ""), "secrets"},
+		{"recovery policy unknown", param("mountRecovery", "reboot"), "parameters.mountRecovery"},
+	}...)
+	// Invisible and control characters in every text field.
+	for name, r := range map[string]string{"RLO": "\u202e", "ZWSP": "\u200b", "LS": "\u2028", "BOM": "\ufeff", "NEL": "\u0085", "ESC": "\x1b"} {
+		creates = append(creates, []struct {
+			name  string
+			req   *csi.CreateVolumeRequest
+			field string
+		}{
+			{"name with " + name, with(func(r2 *csi.CreateVolumeRequest) { r2.Name = "pvc" + r + "x" }), "name"},
+			{"prefix with " + name, param("bucketNamePrefix", "team"+r), "parameters.bucketNamePrefix"},
+			{"parameter key with " + name, param("bucket"+r+"NamePrefix", "team-"), "parameters key"},
+			{"secret with " + name, secret("access_key_id", "AKID"+r, "secret_access_key", secretValue), "secrets"},
+		}...)
+	}
 	for _, tc := range creates {
 		if tc.field == "" {
 			continue
