@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 // Files of a Mountpoint Pod's comm directory (an emptyDir the pod sees at /comm and the node
@@ -98,8 +100,9 @@ type Options struct {
 //   - BucketName: 3 to 255 bytes of letters, digits, '.', '-' and '_', starting and ending
 //     with a letter or digit (looser than the node plugin's S3 naming rules, so an older
 //     Mountpoint Pod never refuses a name a newer node accepts, but never an option or a path);
-//   - Args: at most MaxArgs, each non-empty, valid UTF-8, without NUL, at most MaxArgLen bytes;
-//   - Env: at most MaxEnv entries "KEY=VALUE", each valid UTF-8, without NUL, at most MaxEnvLen
+//   - Args: at most MaxArgs, each non-empty, valid UTF-8, without NUL or any other character
+//     safetext refuses, at most MaxArgLen bytes;
+//   - Env: at most MaxEnv entries "KEY=VALUE", each valid UTF-8, without such characters, at most MaxEnvLen
 //     bytes; KEY is [A-Za-z_][A-Za-z0-9_]* of at most MaxEnvKeyLen bytes, given only once.
 func (o Options) Validate() error {
 	if err := validateBucketName(o.BucketName); err != nil {
@@ -172,7 +175,7 @@ func validateText(s string, max int) error {
 	case strings.IndexByte(s, 0) >= 0:
 		return errors.New("contains a NUL byte")
 	}
-	return nil
+	return safetext.CheckRunes(s) // the project's one rule: no control, format or separator characters
 }
 
 func validEnvKey(k string) bool {

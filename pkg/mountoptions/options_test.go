@@ -32,6 +32,8 @@ func TestValidate(t *testing.T) {
 		{"empty arg", func(o *Options) { o.Args = []string{""} }, "argument 0: empty"},
 		{"long arg", func(o *Options) { o.Args = []string{"--" + strings.Repeat("x", MaxArgLen)} }, "argument 0: 4098 bytes"},
 		{"NUL in arg", func(o *Options) { o.Args = []string{"--a", "--b\x00"} }, "argument 1: contains a NUL"},
+		{"bidi override in arg", func(o *Options) { o.Args = []string{"--a\u202e"} }, "argument 0: contains invisible Unicode"},
+		{"newline in env", func(o *Options) { o.Env = []string{"A=x\ny"} }, "contains control characters"},
 		{"invalid UTF-8 arg", func(o *Options) { o.Args = []string{"--\xff"} }, "not valid UTF-8"},
 		{"too many env", func(o *Options) { o.Env = make([]string, MaxEnv+1) }, "at most 128"},
 		{"env without =", func(o *Options) { o.Env = []string{"AWS_REGION"} }, "not KEY=VALUE"},
