@@ -24,6 +24,7 @@ type dbusConn interface {
 	SystemStateContext(ctx context.Context) (*sd.Property, error)
 	SetSubStateSubscriber(updateCh chan<- *sd.SubStateUpdate, errCh chan<- error)
 	KillUnitContext(ctx context.Context, name string, signal int32)
+	GetServicePropertyContext(ctx context.Context, service, propertyName string) (*sd.Property, error)
 	Connected() bool
 	Close()
 }

@@ -126,12 +126,22 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	}
 	switch r.State {
 	case mounthealth.Live:
-		return m.remount(req, dir, r.Entry)
+		return m.remount(ctx, req, dir, r.Entry)
 	case mounthealth.Foreign:
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount", mounter.ErrTargetInUse, req.Target, r.Entry.FsType, r.Entry.Source)
 	case mounthealth.Dead:
-		if rec, err := readRecord(dir); err == nil && (rec.VolumeID != req.VolumeID || rec.Bucket != req.Bucket) {
+		rec, err := readRecord(dir)
+		if err == nil && (rec.VolumeID != req.VolumeID || rec.Bucket != req.Bucket) {
 			return fmt.Errorf("%w: %s holds a dead mount of volume %q (bucket %q)", mounter.ErrTargetInUse, req.Target, rec.VolumeID, rec.Bucket)
+		}
+		if errors.Is(err, os.ErrNotExist) { // a dead mount of the 1.x driver: drop its unit and files, then repair as ours
+			if old, found, err := m.findLegacyUnit(ctx, req.Target); err != nil {
+				return err
+			} else if found {
+				if err := m.forgetLegacy(ctx, old); err != nil {
+					return err
+				}
+			}
 		}
 		klog.InfoS("Target holds a dead mount; mounting it again on top of it", "target", req.Target, "unit", unit, "cause", r.Cause)
 		return m.repairStacked(ctx, m.newRecord(req), dir, unit)
@@ -179,11 +189,14 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 
 // remount handles Mount on a target that already has a healthy mount: success (after a
 // credential refresh) when it is this volume, ErrTargetInUse otherwise.
-func (m *Mounter) remount(req mounter.Request, dir string, entry *mounttable.Entry) error {
+func (m *Mounter) remount(ctx context.Context, req mounter.Request, dir string, entry *mounttable.Entry) error {
 	if !mounttable.IsMountS3(entry) {
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount", mounter.ErrTargetInUse, req.Target, entry.FsType, entry.Source)
 	}
 	rec, err := readRecord(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return m.adoptLegacy(ctx, req) // a direct mount-s3 mount without a record: the 1.x driver's
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %s holds a mount-s3 mount this driver has no record of (%v)", mounter.ErrTargetInUse, req.Target, err)
 	}
@@ -452,6 +465,13 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
+	var old legacyUnit // the 1.x driver's unit, for a mount of its without a record of ours
+	foundOld := false
+	if _, recErr := readRecord(dir); errors.Is(recErr, os.ErrNotExist) && len(r.Ours) > 0 && mounttable.IsMountS3(&r.Ours[0]) {
+		if old, foundOld, err = m.findLegacyUnit(ctx, target); err != nil {
+			return err
+		}
+	}
 	if len(r.Ours) > 0 {
 		if err := m.umount(ctx, target, dir, r); err != nil {
 			return err
@@ -462,6 +482,11 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	}
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
+	}
+	if foundOld {
+		if err := m.forgetLegacy(ctx, old); err != nil {
+			return err
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove state directory: %w", err)

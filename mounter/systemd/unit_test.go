@@ -166,6 +166,10 @@ func (f *fakeConn) SetSubStateSubscriber(chan<- *sd.SubStateUpdate, chan<- error
 
 func (f *fakeConn) KillUnitContext(context.Context, string, int32) {}
 
+func (f *fakeConn) GetServicePropertyContext(context.Context, string, string) (*sd.Property, error) {
+	return nil, errors.New("no such property")
+}
+
 func (f *fakeConn) Connected() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -158,6 +158,25 @@ func (s *Systemd) Restart() {
 	s.start()
 }
 
+// RunUnit starts a transient unit on this manager with systemd-run (as another program would:
+// the Scality driver 1.x in upgrade tests): properties are systemd-run -p values, env the
+// unit's environment. It waits for the start job.
+func (s *Systemd) RunUnit(name string, props, env []string, argv ...string) {
+	s.t.Helper()
+	args := []string{"--user", "--unit=" + name, "--collect"}
+	for _, p := range props {
+		args = append(args, "-p", p)
+	}
+	for _, e := range env {
+		args = append(args, "--setenv="+e)
+	}
+	cmd := exec.Command("systemd-run", append(args, argv...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "XDG_RUNTIME_DIR=" + s.RuntimeDir}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("systemd-run %s: %v\n%s", name, err, out)
+	}
+}
+
 // Systemctl runs `systemctl --user ARGS...` against this manager and returns its combined output.
 func (s *Systemd) Systemctl(args ...string) (string, error) { return s.systemctl(args...) }
 
