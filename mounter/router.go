@@ -126,6 +126,8 @@ func (r *Router) Mount(ctx context.Context, req Request) error {
 	}
 	if !mounted {
 		m = r.mode()
+	} else if r.legacyAlone(m) {
+		return r.mountLegacy(ctx, req)
 	}
 	impl, err := r.impl(m)
 	if err != nil {
@@ -150,6 +152,9 @@ func (r *Router) Unmount(ctx context.Context, target string) error {
 			return r.systemd.Unmount(ctx, target)
 		}
 		return r.removeTarget(ctx, target)
+	}
+	if r.legacyAlone(m) {
+		return r.unmountLegacy(ctx, target)
 	}
 	impl, err := r.impl(m)
 	if err != nil {

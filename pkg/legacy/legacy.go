@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -130,3 +131,35 @@ func Remove(pluginDir string, f Files) error {
 
 // escape is kubelet's EscapeQualifiedName, which 1.x applies to both names.
 func escape(s string) string { return strings.ReplaceAll(s, "/", "~") }
+
+// RemoveForPod deletes the profile files of workload pod podUID from pluginDir when the pod has
+// exactly one set (a node plugin without systemd cannot read the unit that names them, and does
+// not know which volume a target was; with several sets it cannot tell them apart and leaves
+// them, returning false).
+func RemoveForPod(pluginDir, podUID string) (bool, error) {
+	d, err := confined.Open(pluginDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	entries, err := os.ReadDir(pluginDir)
+	if err != nil {
+		return false, err
+	}
+	prefix, suffix := escape(podUID)+"-", "-"+profileSuffix+"-credentials"
+	var sets []Files
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix) {
+			profile := strings.TrimSuffix(name, "-credentials")
+			sets = append(sets, Files{Profile: profile, Config: profile + "-config", Credentials: name})
+		}
+	}
+	if len(sets) != 1 {
+		return false, nil
+	}
+	return true, errors.Join(d.Remove(sets[0].Config), d.Remove(sets[0].Credentials))
+}
