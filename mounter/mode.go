@@ -14,6 +14,9 @@ const (
 	ModeSystemd Mode = "systemd"
 	// ModePod runs mount-s3 in a Mountpoint Pod (the v2 path).
 	ModePod Mode = "pod"
+	// ModeLegacy is never a node's mode: it labels mounts the Scality driver 1.x made, which
+	// this driver adopts and counts apart (Router.Counts) until the last one is gone.
+	ModeLegacy Mode = "legacy"
 )
 
 // LabelMounter is the Node label that chooses a node's mode, overriding the cluster default.

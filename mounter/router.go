@@ -88,16 +88,21 @@ func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) Mode 
 }
 
 // Counts returns the live mount-s3 mounts below podsDir (kubelet's pods directory) by the mode
-// that made them.
+// that made them; ModeLegacy counts the 1.x driver's (a direct mount-s3 mount systemd mode has
+// no record of).
 func (r *Router) Counts(podsDir string) (map[Mode]int, error) {
 	all, err := r.table.List()
 	if err != nil {
 		return nil, err
 	}
-	counts := map[Mode]int{ModeSystemd: 0, ModePod: 0}
+	counts := map[Mode]int{ModeSystemd: 0, ModePod: 0, ModeLegacy: 0}
 	for i := range all {
 		if strings.HasPrefix(all[i].MountPoint, podsDir+"/") && mounttable.IsMountS3(&all[i]) {
-			counts[r.classify(&all[i], all)]++
+			m := r.classify(&all[i], all)
+			if m == ModeSystemd && r.isLegacy(all[i].MountPoint) {
+				m = ModeLegacy
+			}
+			counts[m]++
 		}
 	}
 	return counts, nil

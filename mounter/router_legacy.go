@@ -21,6 +21,16 @@ import (
 // systemd mode is missing and pod mode, which can unmount, is there.
 func (r *Router) legacyAlone(m Mode) bool { return m == ModeSystemd && r.systemd == nil && r.pod != nil }
 
+// isLegacy reports whether the direct mount-s3 mount at target is the 1.x driver's: systemd
+// mode, when it is here and keeps records, has none of it.
+func (r *Router) isLegacy(target string) bool {
+	if r.systemd == nil {
+		return true
+	}
+	rep, ok := r.systemd.(Repairer)
+	return ok && !rep.Recorded(target)
+}
+
 // pluginDir is <kubelet>/plugins/s3.csi.scality.com, where 1.x kept credential files.
 func (r *Router) pluginDir() string { return filepath.Dir(r.sourceRoot) }
 

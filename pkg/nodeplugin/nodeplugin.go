@@ -326,7 +326,7 @@ func (r *readiness) Check(ctx context.Context) error {
 }
 
 var (
-	descMounts = prometheus.NewDesc("s3csi_node_mounts", "Live S3 volume mounts on this node by the mode that made them.", []string{"mode"}, nil)
+	descMounts = prometheus.NewDesc("s3csi_node_mounts", "Live S3 volume mounts on this node by the mode that made them (legacy: the Scality driver 1.x's, adopted).", []string{"mode"}, nil)
 	descMode   = prometheus.NewDesc("s3csi_node_mount_mode", "1 for the mode new mounts on this node use.", []string{"mode"}, nil)
 )
 

@@ -37,12 +37,16 @@ func (s *suite) legacyMount(t *testing.T, podUID, volumeID, bucket, target strin
 // files, and the pod keeps reading and writing; the unpublish unmounts it, stops its unit and
 // removes its files; the next pod at that path mounts the node's way.
 func TestAdoptLegacyMount(t *testing.T) {
-	s := newSuite(t, true, "--health-check-interval=0")
+	addr := freeAddr(t)
+	s := newSuite(t, true, "--health-check-interval=0", "--metrics-address="+addr)
 	s.s3.CreateBucket(t, "legacy")
 	podUID := "0a1b2c3d-1111-2222-3333-444455556666"
 	target := harness.TargetPath(t, s.kubelet, podUID, "pv-legacy")
 	unit, files := s.legacyMount(t, podUID, "vol-legacy", "legacy", target)
 	harness.Must(t, os.WriteFile(filepath.Join(target, "before-upgrade"), []byte("1.x"), 0o644))
+	if n := metric(t, addr, "s3csi_node_mounts", `mode="legacy"`); n != 1 {
+		t.Errorf("s3csi_node_mounts{mode=\"legacy\"} = %v, want 1", n)
+	}
 	inodes := map[string]uint64{}
 	for _, f := range files {
 		st, err := os.Stat(f)
@@ -89,10 +93,16 @@ func TestAdoptLegacyMount(t *testing.T) {
 		}
 	}
 	s.assertClean(target)
+	if n := metric(t, addr, "s3csi_node_mounts", `mode="legacy"`); n != 0 {
+		t.Errorf("s3csi_node_mounts{mode=\"legacy\"} = %v after the last 1.x mount left, want 0", n)
+	}
 
 	// The next pod at a target of that volume mounts in the node's mode.
 	next := s.target("pod-next")
 	s.publish(rw(next, "legacy"))
+	if n := metric(t, addr, "s3csi_node_mounts", `mode="systemd"`); n != 1 {
+		t.Errorf("s3csi_node_mounts{mode=\"systemd\"} = %v, want 1", n)
+	}
 	if !s.s3.ObjectExists(t, "legacy", "after-upgrade") {
 		t.Error("data lost")
 	}
