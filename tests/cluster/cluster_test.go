@@ -31,6 +31,7 @@ func TestCluster(t *testing.T) {
 		{"mount-health-systemd", func(t *testing.T) { testMountHealth(t, "systemd") }},
 		{"mount-health-pod", func(t *testing.T) { testMountHealth(t, "pod") }},
 		{"controller-restart-burst", testControllerBurst},
+		{"drain", testDrain},
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -228,11 +229,15 @@ func TestModeRendering(t *testing.T) {
 				}
 			}
 			if m.pod {
-				wantMP := []string{"Namespace/" + m.mpNamespace, "Role/scality-csi-controller", "Role/scality-s3-csi-node",
+				wantMP := []string{"Namespace/" + m.mpNamespace, "PodDisruptionBudget/mountpoint-pods", "Role/scality-csi-controller", "Role/scality-s3-csi-node",
 					"RoleBinding/scality-csi-controller", "RoleBinding/scality-s3-csi-node"}
 				slices.Sort(mpNamespaced)
 				if diff := cmp.Diff(wantMP, mpNamespaced); diff != "" {
 					t.Errorf("objects in the Mountpoint namespace (-want +got):\n%s", diff)
+				}
+				pdb := typed[policyv1.PodDisruptionBudget](t, one(t, objs, "PodDisruptionBudget", "mountpoint-pods"))
+				if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 0 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/component"] != "mountpoint" {
+					t.Errorf("the Mountpoint Pods' disruption budget must refuse every eviction of them: %+v", pdb.Spec)
 				}
 				ns := typed[corev1.Namespace](t, one(t, objs, "Namespace", m.mpNamespace))
 				for _, l := range []string{"enforce", "audit", "warn"} {
