@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	storagev1 "k8s.io/api/storage/v1"
@@ -67,5 +68,26 @@ func TestCSIDriverFrom1x(t *testing.T) {
 	if p := after.Spec.FSGroupPolicy; p == nil || *p != *want.Spec.FSGroupPolicy || after.Spec.RequiresRepublish == nil || !*after.Spec.RequiresRepublish || !*after.Spec.PodInfoOnMount ||
 		fmt.Sprint(after.Spec.VolumeLifecycleModes) != fmt.Sprint(want.Spec.VolumeLifecycleModes) {
 		t.Errorf("after the upgrade the CSIDriver is %+v, want this chart's %+v", after.Spec, want.Spec)
+	}
+}
+
+// TestValuesOf1xRefused: values users set in the 1.x chart are refused with what to use instead.
+func TestValuesOf1xRefused(t *testing.T) {
+	for set, want := range map[string]string{
+		"s3CredentialSecret.name=s3-secret":                         "use s3.credentials.secretName",
+		"node.s3EndpointUrl=http://s3.example.com":                  "use s3.endpointUrl",
+		"node.s3Region=us-east-1":                                   "use s3.region",
+		"node.mountpointInstallPath=/opt/x/":                        "use node.mountS3InstallDir",
+		"node.defaultTolerations=true":                              "use node.tolerations",
+		"node.podInfoOnMountCompat.enable=true":                     "podInfoOnMount",
+		"tls.caCertConfigMap=ca":                                    "use tls.existingConfigMap",
+		"tls.caCertData=x":                                          "use tls.caBundle",
+		"initContainer.installMountpoint.resources.requests.cpu=1m": "node.resources",
+		"experimental.podMounter=true":                              "mounter.modesInUse",
+	} {
+		_, err := harness.HelmTemplate(t, release, namespace, "--set", set)
+		if err == nil || !strings.Contains(err.Error(), "is a value of the 1.x chart: ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--set %s: %v; want a refusal naming %q", set, err, want)
+		}
 	}
 }
