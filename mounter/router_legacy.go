@@ -19,7 +19,9 @@ import (
 
 // legacyAlone reports whether a mount the Router classified as mode m must be handled here:
 // systemd mode is missing and pod mode, which can unmount, is there.
-func (r *Router) legacyAlone(m Mode) bool { return m == ModeSystemd && r.systemd == nil && r.pod != nil }
+func (r *Router) legacyAlone(m Mode) bool {
+	return m == ModeSystemd && r.systemd == nil && r.pod != nil
+}
 
 // isLegacy reports whether the direct mount-s3 mount at target is the 1.x driver's: systemd
 // mode, when it is here and keeps records, has none of it.
