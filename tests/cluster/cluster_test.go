@@ -32,6 +32,7 @@ func TestCluster(t *testing.T) {
 		{"mount-health-pod", func(t *testing.T) { testMountHealth(t, "pod") }},
 		{"controller-restart-burst", testControllerBurst},
 		{"drain", testDrain},
+		{"upgrade-rollback", testUpgradeRollback},
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,4 +128,90 @@ func testDrain(t *testing.T) {
 	}
 	mustRun(t)(kubectl(t, "uncordon", rig.NodeName))
 	expectClean(t)
+}
+
+// testUpgradeRollback upgrades the release while a writer runs in each mode (one mounted in
+// systemd mode, one through a Mountpoint Pod), then rolls it back: every driver pod is replaced
+// twice (the upgrade changes both pod templates), the writers never fail a write, every file
+// they report is in the bucket, each mount keeps its mode, the Mountpoint Pod keeps serving its
+// workload through both rollouts and retires when it leaves. (The rig has one image of the
+// driver: the upgrade is a new revision of the chart with changed pod templates, which is what
+// a version change does to running pods; version skew itself is not exercised.)
+func testUpgradeRollback(t *testing.T) {
+	setMode(t, "systemd")
+	ns := newNamespace(t, "upgrade")
+	bucket := "upgrade-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
+	ws := workload(t, ns, "ws", claim, podOpts{command: writerScript("ws")})
+	waitRunning(t, 2*time.Minute, ws)
+	setMode(t, "pod")
+	wp := workload(t, ns, "wp", claim, podOpts{command: writerScript("wp")})
+	waitRunning(t, 2*time.Minute, wp)
+	time.Sleep(2 * time.Second)
+	before := currentState(t)
+	if len(before.units) != 1 || len(before.mpPods) != 1 {
+		t.Fatalf("want one systemd mount and one Mountpoint Pod: %s", before)
+	}
+	revision := func() string {
+		out := mustRun(t)(helm(t, "history", release, "-n", releaseNS, "--max", "1", "-o", "json"))
+		return out
+	}
+	// The driver's pods (node plugin, controller) by UID: each rollout must replace them all.
+	driverPods := func() []string {
+		var uids []string
+		for _, app := range []string{"s3-csi-node", "s3-csi-controller"} {
+			var pods corev1.PodList
+			harness.Must(t, env.c.List(context.Background(), &pods, client.InNamespace(releaseNS), client.MatchingLabels{"app": app}))
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil {
+					uids = append(uids, string(p.UID))
+				}
+			}
+		}
+		return uids
+	}
+	replaced := func(old, now []string) bool {
+		for _, u := range now {
+			if slices.Contains(old, u) {
+				return false
+			}
+		}
+		return len(now) > 0
+	}
+	t.Logf("before the upgrade: %s", revision())
+	original := driverPods()
+	installChart(t, "--set-string", "node.podAnnotations.upgrade-test=1", "--set-string", "controller.podAnnotations.upgrade-test=1")
+	upgraded := driverPods()
+	if !replaced(original, upgraded) {
+		t.Errorf("the upgrade did not replace every driver pod: %v → %v", original, upgraded)
+	}
+	time.Sleep(3 * time.Second)
+	mustRun(t)(helm(t, "rollback", release, "-n", releaseNS, "--wait"))
+	waitRollout(t)
+	if rolledBack := driverPods(); !replaced(upgraded, rolledBack) {
+		t.Errorf("the rollback did not replace every driver pod: %v → %v", upgraded, rolledBack)
+	}
+	time.Sleep(3 * time.Second)
+	after := currentState(t)
+	if !slices.Equal(after.units, before.units) || !slices.Equal(after.mpPods, before.mpPods) {
+		t.Errorf("mounts changed through the upgrade and the rollback:\nbefore %s\nafter  %s", before, after)
+	}
+	for _, w := range []*corev1.Pod{ws, wp} {
+		var p corev1.Pod
+		harness.Must(t, env.c.Get(context.Background(), client.ObjectKeyFromObject(w), &p))
+		if rc := p.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+			t.Errorf("writer %s restarted %d times", w.Name, rc)
+		}
+	}
+	counts := map[string]int{}
+	for _, w := range []*corev1.Pod{ws, wp} {
+		counts[w.Name] = stopWriter(t, w)
+	}
+	for name, n := range counts {
+		checkWriter(t, bucket, name, n)
+	}
+	t.Logf("files written through the upgrade and the rollback, checked: %v", counts)
+	expectClean(t)
+	setMode(t, "systemd")
 }
