@@ -19,6 +19,11 @@ const (
 	ModeLegacy Mode = "legacy"
 )
 
+// DefaultMode is the cluster default mount mode when none is configured: the one place the
+// node plugin's and the controller's --default-mounter take it from (and the chart's
+// mounter.defaultMode, docs/configuration.md). systemd mode needs nothing but the node.
+const DefaultMode = ModeSystemd
+
 // LabelMounter is the Node label that chooses a node's mode, overriding the cluster default.
 const LabelMounter = version.DriverName + "/mounter"
 

@@ -66,7 +66,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "scality-csi-controller", "name of the leader election Lease")
 	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", ":8081", "address of /healthz and /readyz (0 disables them)")
-	fs.StringVar(&o.defaultMounter, "default-mounter", "pod", "cluster default mount mode (systemd or pod); a node's s3.csi.scality.com/mounter label overrides it. Mountpoint Pods are created only for workloads on pod-mode nodes")
+	fs.StringVar(&o.defaultMounter, "default-mounter", string(mounter.DefaultMode), "cluster default mount mode (systemd or pod); a node's s3.csi.scality.com/mounter label overrides it. Mountpoint Pods are created only for workloads on pod-mode nodes")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 

@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -88,6 +90,30 @@ func TestValuesOf1xRefused(t *testing.T) {
 		_, err := harness.HelmTemplate(t, release, namespace, "--set", set)
 		if err == nil || !strings.Contains(err.Error(), "is a value of the 1.x chart: ") || !strings.Contains(err.Error(), want) {
 			t.Errorf("--set %s: %v; want a refusal naming %q", set, err, want)
+		}
+	}
+}
+
+// TestOneDefaultMode: the chart's mounter.defaultMode, the node plugin's and the controller's
+// --default-mounter defaults are one value, mounter.DefaultMode.
+func TestOneDefaultMode(t *testing.T) {
+	out, err := harness.Helm(t, "show", "values", harness.ChartDir())
+	harness.Must(t, err)
+	var v struct {
+		Mounter struct {
+			DefaultMode string `json:"defaultMode"`
+		} `json:"mounter"`
+	}
+	harness.Must(t, yaml.Unmarshal([]byte(out), &v))
+	if v.Mounter.DefaultMode != string(mounter.DefaultMode) {
+		t.Errorf("chart mounter.defaultMode = %q, code default %q", v.Mounter.DefaultMode, mounter.DefaultMode)
+	}
+	for _, bin := range []string{"scality-s3-csi-driver", "scality-csi-controller"} {
+		help, _ := exec.Command(harness.Bin(t, bin), "-h").CombinedOutput()
+		want := fmt.Sprintf("(default %q)", string(mounter.DefaultMode))
+		i := strings.Index(string(help), "-default-mounter")
+		if i < 0 || !strings.Contains(string(help[i:min(len(help), i+400)]), want) {
+			t.Errorf("%s --default-mounter: want the default %s in its help", bin, want)
 		}
 	}
 }
