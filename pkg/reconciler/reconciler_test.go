@@ -21,7 +21,11 @@ func TestKeyStringIsUnambiguous(t *testing.T) {
 	if a.String() == b.String() {
 		t.Fatalf("keys %+v and %+v render the same: %s", a, b, a.String())
 	}
-	if AttachmentName(a) == AttachmentName(b) || AttachmentName(a) != AttachmentName(a) {
+	if AttachmentName(a) == AttachmentName(b) {
+		t.Fatal("different keys get one attachment name")
+	}
+	// Deterministic: an equal key built anew gets the same name.
+	if again := (Key{NodeName: "n", PVName: "a;b", VolumeID: "c"}); AttachmentName(again) != AttachmentName(a) {
 		t.Fatal("attachment names are not a function of the key")
 	}
 	if n := AttachmentName(a); len(n) > 63 || !strings.HasPrefix(n, "s3pa-") {
