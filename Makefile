@@ -84,7 +84,7 @@ test: ## Every suite (tests/tools/test.sh): verify, unit, integration, csi-sanit
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no root, no real components).
-	$(GO) test -race -count=1 ./pkg/... ./mounter/mountertest/... -run 'Test[^I]|TestI[^n]'
+	$(GO) test -race -count=1 ./pkg/... ./mounter/... -run 'Test[^I]|TestI[^n]'
 
 .PHONY: test-integration
 test-integration: build $(TEST_TOOLS) ## Real-component suites: systemd mounter, driver process, csi-sanity.

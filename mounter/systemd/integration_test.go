@@ -67,7 +67,7 @@ func (e *env) request(t *testing.T, pod, bucket string, flags ...string) mounter
 	}
 }
 
-func TestMountWriteUnmount(t *testing.T) {
+func TestIntegrationMountWriteUnmount(t *testing.T) {
 	e := setup(t)
 	e.s3.CreateBucket(t, "bucket-a")
 	e.s3.PutObject(t, "bucket-a", "hello.txt", []byte("hello from s3"))
@@ -114,7 +114,7 @@ func TestMountWriteUnmount(t *testing.T) {
 	}
 }
 
-func TestMountFailureReportsOutputAndCleansUp(t *testing.T) {
+func TestIntegrationMountFailureReportsOutputAndCleansUp(t *testing.T) {
 	e := setup(t)
 	req := e.request(t, "pod1", "no-such-bucket")
 	err := e.m.Mount(context.Background(), req)
