@@ -13,6 +13,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -76,9 +77,9 @@ func TestIntegrationMountWriteUnmount(t *testing.T) {
 	if err := e.m.Mount(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	st, entry, err := mounttable.Table{}.Inspect(req.Target)
-	if err != nil || st != mounttable.Mounted || !mounttable.IsMountS3(entry) {
-		t.Fatalf("after Mount: %v %+v %v", st, entry, err)
+	r, err := (&mounthealth.Checker{}).Check(ctx, req.Target)
+	if err != nil || r.State != mounthealth.Live || !mounttable.IsMountS3(r.Entry) {
+		t.Fatalf("after Mount: %+v %v, want a live mount-s3 mount", r, err)
 	}
 	got, err := os.ReadFile(filepath.Join(req.Target, "hello.txt"))
 	if err != nil || string(got) != "hello from s3" {

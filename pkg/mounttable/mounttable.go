@@ -1,38 +1,18 @@
-// Package mounttable answers "what is mounted at this path?" from the kernel's mount table
-// (/proc/self/mountinfo) and a stat of the path, including the corrupted case (a FUSE mount
-// whose daemon is gone answers ENOTCONN). Both mount modes and the node server use it, so they
-// agree on what counts as a mount-s3 mount.
+// Package mounttable reads the kernel's mount table (/proc/self/mountinfo) and says what counts
+// as a mount-s3 mount and as the driver's guard. It never touches a mounted path: whether a
+// mount is alive is pkg/mounthealth's question. Both mount modes and the node server use it, so
+// they agree on what a mount is.
 package mounttable
 
 import (
-	"errors"
 	"fmt"
-	"os"
+	"strings"
 
 	"k8s.io/mount-utils"
 )
 
 // FSName is the filesystem name mount-s3 registers; it is the source column of its mounts.
 const FSName = "mountpoint-s3"
-
-// State is what a path holds.
-type State int
-
-const (
-	// NotFound: the path does not exist.
-	NotFound State = iota
-	// NotMounted: the path exists and nothing is mounted on it.
-	NotMounted
-	// Mounted: a healthy mount is on the path; see Entry for what it is.
-	Mounted
-	// Corrupted: a mount is on the path but it cannot be accessed (ENOTCONN, ...); it must be
-	// unmounted before the path can be used again.
-	Corrupted
-)
-
-func (s State) String() string {
-	return [...]string{"not found", "not mounted", "mounted", "corrupted"}[s]
-}
 
 // Entry is one line of /proc/self/mountinfo.
 type Entry = mount.MountInfo
@@ -76,37 +56,30 @@ func (t Table) List() ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read mount table: %w", err)
 	}
+	for i := range entries {
+		entries[i].MountPoint = unescape(entries[i].MountPoint)
+		entries[i].Root = unescape(entries[i].Root)
+	}
 	return entries, nil
 }
 
-// Inspect reports what path holds. The entry is the top-most mount on path (the one a process
-// sees), or nil when nothing is mounted there.
-func (t Table) Inspect(path string) (State, *Entry, error) {
-	_, statErr := os.Stat(path)
-	switch {
-	case statErr == nil:
-	case errors.Is(statErr, os.ErrNotExist):
-		return NotFound, nil, nil
-	case mount.IsCorruptedMnt(statErr):
-	default:
-		return NotMounted, nil, fmt.Errorf("stat %s: %w", path, statErr)
+// unescape undoes the kernel's octal escapes in mountinfo paths (space \040, tab \011,
+// newline \012, backslash \134), which mount-utils leaves in place, so that mount points
+// compare equal to the paths they are.
+func unescape(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
 	}
-	entries, err := t.List()
-	if err != nil {
-		return NotMounted, nil, err
-	}
-	var top *Entry
-	for i := range entries {
-		if entries[i].MountPoint == path {
-			top = &entries[i]
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
 		}
+		b.WriteByte(s[i])
 	}
-	switch {
-	case statErr != nil:
-		return Corrupted, top, nil
-	case top == nil:
-		return NotMounted, nil, nil
-	default:
-		return Mounted, top, nil
-	}
+	return b.String()
 }
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
