@@ -432,8 +432,8 @@ func TestStartupTaintRemoved(t *testing.T) {
 	}
 	harness.Must(t, kube.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Taints: taints}}))
 	kube.BindRBAC(t, "node-rbac.yaml", "system:node:"+name)
-	harness.StartDriver(t, harness.DriverOptions{KubeletDir: harness.NewKubeletDir(t), S3: c.s3, WithCredentials: true, NodeID: name,
-		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + kube.Kubeconfig(t, "system:node:"+name), "--api-timeout=3s"}})
+	drv := harness.StartDriver(t, harness.DriverOptions{KubeletDir: harness.NewKubeletDir(t), S3: c.s3, WithCredentials: true, NodeID: name,
+		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + kube.Kubeconfig(t, "system:node:"+name), "--api-timeout=3s", "--v=4"}})
 	taintsOf := func() []string {
 		var n corev1.Node
 		harness.Must(t, kube.Client.Get(context.Background(), client.ObjectKey{Name: name}, &n))
@@ -443,8 +443,15 @@ func TestStartupTaintRemoved(t *testing.T) {
 		}
 		return keys
 	}
-	time.Sleep(2 * time.Second) // the plugin runs, but kubelet has not registered it yet
-	before := taintsOf()        // the API server adds node.kubernetes.io/not-ready itself
+	// The plugin has looked at the node and found the driver not registered (kubelet has not
+	// registered it yet): the taint must still be there.
+	harness.Eventually(t, 30*time.Second, func() string {
+		if !strings.Contains(drv.Log(), "Startup taint not removed yet") {
+			return "the node plugin has not tried to remove the taint yet"
+		}
+		return ""
+	})
+	before := taintsOf() // the API server adds node.kubernetes.io/not-ready itself
 	if !slices.Contains(before, nodemode.TaintAgentNotReady) {
 		t.Fatal("taint removed before kubelet registered the driver")
 	}
