@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
@@ -20,8 +21,8 @@ import (
 type Router struct {
 	systemd, pod Mounter
 	// unavailable explains why a nil implementation is missing (shown in errors).
-	unavailable map[Mode]string
-	mode        func() Mode
+	unavailable map[mountmode.Mode]string
+	mode        func() mountmode.Mode
 	sourceRoot  string
 	table       mounttable.Table
 }
@@ -32,12 +33,12 @@ var _ Mounter = (*Router)(nil)
 // why says why (it is reported to callers that need it). mode returns the node's current mode.
 // sourceRoot is the directory holding pod mode's shared mounts
 // (<kubelet>/plugins/s3.csi.scality.com/mnt).
-func NewRouter(systemd, pod Mounter, why map[Mode]string, mode func() Mode, sourceRoot string) *Router {
+func NewRouter(systemd, pod Mounter, why map[mountmode.Mode]string, mode func() mountmode.Mode, sourceRoot string) *Router {
 	return &Router{systemd: systemd, pod: pod, unavailable: why, mode: mode, sourceRoot: strings.TrimSuffix(sourceRoot, "/")}
 }
 
 // NewRouterWithTable is NewRouter reading the mount table from mountinfo (tests).
-func NewRouterWithTable(systemd, pod Mounter, why map[Mode]string, mode func() Mode, sourceRoot, mountinfo string) *Router {
+func NewRouterWithTable(systemd, pod Mounter, why map[mountmode.Mode]string, mode func() mountmode.Mode, sourceRoot, mountinfo string) *Router {
 	r := NewRouter(systemd, pod, why, mode, sourceRoot)
 	r.table = mounttable.Table{Path: mountinfo}
 	return r
@@ -46,7 +47,7 @@ func NewRouterWithTable(systemd, pod Mounter, why map[Mode]string, mode func() M
 // Classify reports which mode made the mount at target; mounted is false when no mount-s3 mount
 // (live or dead) is there. It reads only the mount table: it never touches the target, so a
 // daemon that does not answer cannot block it.
-func (r *Router) Classify(target string) (mode Mode, mounted bool, err error) {
+func (r *Router) Classify(target string) (mode mountmode.Mode, mounted bool, err error) {
 	entries, err := r.table.List()
 	if err != nil {
 		return "", false, err
@@ -62,7 +63,7 @@ func (r *Router) Classify(target string) (mode Mode, mounted bool, err error) {
 	}
 	// A mode's own record of the target decides; the mount table only for mounts without one
 	// (a dead bind's device no longer matches the shared mount that replaced it).
-	for _, m := range []Mode{ModePod, ModeSystemd} {
+	for _, m := range []mountmode.Mode{mountmode.Pod, mountmode.Systemd} {
 		if rep, ok := r.implOf(m).(Repairer); ok && rep.Recorded(target) {
 			return m, true, nil
 		}
@@ -71,36 +72,36 @@ func (r *Router) Classify(target string) (mode Mode, mounted bool, err error) {
 }
 
 // implOf returns the implementation of mode m, nil when it is not available.
-func (r *Router) implOf(m Mode) Mounter {
-	if m == ModePod {
+func (r *Router) implOf(m mountmode.Mode) Mounter {
+	if m == mountmode.Pod {
 		return r.pod
 	}
 	return r.systemd
 }
 
-func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) Mode {
+func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) mountmode.Mode {
 	for _, e := range all {
 		if e.Major == entry.Major && e.Minor == entry.Minor && strings.HasPrefix(e.MountPoint, r.sourceRoot+"/") {
-			return ModePod
+			return mountmode.Pod
 		}
 	}
-	return ModeSystemd
+	return mountmode.Systemd
 }
 
 // Counts returns the live mount-s3 mounts below podsDir (kubelet's pods directory) by the mode
-// that made them; ModeLegacy counts the 1.x driver's (a direct mount-s3 mount systemd mode has
+// that made them; mountmode.Legacy counts the 1.x driver's (a direct mount-s3 mount systemd mode has
 // no record of).
-func (r *Router) Counts(podsDir string) (map[Mode]int, error) {
+func (r *Router) Counts(podsDir string) (map[mountmode.Mode]int, error) {
 	all, err := r.table.List()
 	if err != nil {
 		return nil, err
 	}
-	counts := map[Mode]int{ModeSystemd: 0, ModePod: 0, ModeLegacy: 0}
+	counts := map[mountmode.Mode]int{mountmode.Systemd: 0, mountmode.Pod: 0, mountmode.Legacy: 0}
 	for i := range all {
 		if strings.HasPrefix(all[i].MountPoint, podsDir+"/") && mounttable.IsMountS3(&all[i]) {
 			m := r.classify(&all[i], all)
-			if m == ModeSystemd && r.isLegacy(all[i].MountPoint) {
-				m = ModeLegacy
+			if m == mountmode.Systemd && r.isLegacy(all[i].MountPoint) {
+				m = mountmode.Legacy
 			}
 			counts[m]++
 		}
@@ -108,12 +109,12 @@ func (r *Router) Counts(podsDir string) (map[Mode]int, error) {
 	return counts, nil
 }
 
-func (r *Router) impl(m Mode) (Mounter, error) {
+func (r *Router) impl(m mountmode.Mode) (Mounter, error) {
 	var impl Mounter
 	switch m {
-	case ModeSystemd:
+	case mountmode.Systemd:
 		impl = r.systemd
-	case ModePod:
+	case mountmode.Pod:
 		impl = r.pod
 	}
 	if impl == nil {
@@ -186,7 +187,7 @@ func (r *Router) removeTarget(ctx context.Context, target string) error {
 			return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", ErrTargetInUse, target, e.FsType, e.Source)
 		}
 		if r.pod == nil {
-			return fmt.Errorf("%w: %s holds the driver's guard but pod mode, which unmounts it here, is not available: %s", ErrUnavailable, target, r.unavailable[ModePod])
+			return fmt.Errorf("%w: %s holds the driver's guard but pod mode, which unmounts it here, is not available: %s", ErrUnavailable, target, r.unavailable[mountmode.Pod])
 		}
 		return r.pod.Unmount(ctx, target)
 	}
@@ -204,4 +205,4 @@ type Leftovers interface {
 }
 
 // Mode returns the node's current mode.
-func (r *Router) Mode() Mode { return r.mode() }
+func (r *Router) Mode() mountmode.Mode { return r.mode() }

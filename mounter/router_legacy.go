@@ -10,6 +10,7 @@ import (
 
 	"github.com/s3csi/s3-csi-driver/pkg/legacy"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 )
 
 // A mount of the Scality driver 1.x (mount-s3 directly at the target, no record of either
@@ -19,8 +20,8 @@ import (
 
 // legacyAlone reports whether a mount the Router classified as mode m must be handled here:
 // systemd mode is missing and pod mode, which can unmount, is there.
-func (r *Router) legacyAlone(m Mode) bool {
-	return m == ModeSystemd && r.systemd == nil && r.pod != nil
+func (r *Router) legacyAlone(m mountmode.Mode) bool {
+	return m == mountmode.Systemd && r.systemd == nil && r.pod != nil
 }
 
 // isLegacy reports whether the direct mount-s3 mount at target is the 1.x driver's: systemd

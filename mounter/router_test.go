@@ -11,11 +11,12 @@ import (
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/mounter/mountertest"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 )
 
 // routerFixture builds a Router over real target directories and a synthetic mount table in
 // which "sys" holds a direct mount-s3 mount and "pod" a bind of a pod-mode shared mount.
-func routerFixture(t *testing.T, mode *mounter.Mode) (*mounter.Router, *mountertest.Fake, *mountertest.Fake, map[string]string) {
+func routerFixture(t *testing.T, mode *mountmode.Mode) (*mounter.Router, *mountertest.Fake, *mountertest.Fake, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	targets := map[string]string{}
@@ -37,15 +38,15 @@ func routerFixture(t *testing.T, mode *mounter.Mode) (*mounter.Router, *mountert
 		t.Fatal(err)
 	}
 	sys, pod := &mountertest.Fake{}, &mountertest.Fake{}
-	r := mounter.NewRouterWithTable(sys, pod, nil, func() mounter.Mode { return *mode }, filepath.Dir(src), p)
+	r := mounter.NewRouterWithTable(sys, pod, nil, func() mountmode.Mode { return *mode }, filepath.Dir(src), p)
 	return r, sys, pod, targets
 }
 
 func TestRouterRoutesByWhatIsMounted(t *testing.T) {
-	mode := mounter.ModePod
+	mode := mountmode.Pod
 	r, sys, pod, tg := routerFixture(t, &mode)
 	ctx := context.Background()
-	for name, want := range map[string]mounter.Mode{"sys": mounter.ModeSystemd, "pod": mounter.ModePod} {
+	for name, want := range map[string]mountmode.Mode{"sys": mountmode.Systemd, "pod": mountmode.Pod} {
 		if m, mounted, err := r.Classify(tg[name]); err != nil || !mounted || m != want {
 			t.Errorf("Classify(%s) = %s %v %v, want %s", name, m, mounted, err, want)
 		}
@@ -57,7 +58,7 @@ func TestRouterRoutesByWhatIsMounted(t *testing.T) {
 	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["sys"]}))
 	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["pod"]}))
 	must(t, r.Mount(ctx, mounter.Request{VolumeID: "v", Target: tg["empty"]})) // new: current mode
-	mode = mounter.ModeSystemd
+	mode = mountmode.Systemd
 	must(t, r.Unmount(ctx, tg["pod"]))   // the node switched back; the pod mount still goes to pod mode
 	must(t, r.Unmount(ctx, tg["empty"])) // no mount, no systemd state: the router removes it
 	if _, err := os.Stat(tg["empty"]); !errors.Is(err, os.ErrNotExist) {
@@ -70,7 +71,7 @@ func TestRouterRoutesByWhatIsMounted(t *testing.T) {
 		t.Errorf("pod calls = %v", got)
 	}
 	counts, err := r.Counts(filepath.Dir(filepath.Dir(tg["sys"])))
-	if err != nil || counts[mounter.ModeSystemd] != 1 || counts[mounter.ModePod] != 1 {
+	if err != nil || counts[mountmode.Systemd] != 1 || counts[mountmode.Pod] != 1 {
 		t.Errorf("Counts = %v, %v; want one of each", counts, err)
 	}
 }
@@ -87,7 +88,7 @@ func (f *leftoverFake) HasLeftovers(target string) bool { return f.left[target] 
 // systemd mode holds state for it; otherwise the router removes it itself, on any node (also
 // one without systemd or pod mode), and never touches a mount that is not mount-s3's.
 func TestRouterUnmountWithoutMount(t *testing.T) {
-	mode := mounter.ModeSystemd
+	mode := mountmode.Systemd
 	r, _, pod, tg := routerFixture(t, &mode)
 	ctx := context.Background()
 	if err := r.Unmount(ctx, tg["foreign"]); !errors.Is(err, mounter.ErrTargetInUse) {
@@ -98,7 +99,7 @@ func TestRouterUnmountWithoutMount(t *testing.T) {
 	// A systemd mounter with leftovers for the target gets the call.
 	sys := &leftoverFake{left: map[string]bool{tg["empty"]: true}}
 	dir := filepath.Dir(filepath.Dir(filepath.Dir(tg["empty"])))
-	r2 := mounter.NewRouterWithTable(sys, pod, nil, func() mounter.Mode { return mode }, filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt"), filepath.Join(dir, "mountinfo"))
+	r2 := mounter.NewRouterWithTable(sys, pod, nil, func() mountmode.Mode { return mode }, filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt"), filepath.Join(dir, "mountinfo"))
 	must(t, r2.Unmount(ctx, tg["empty"]))
 	if got := sys.Calls(); fmt.Sprint(got) != fmt.Sprint([]string{"unmount " + tg["empty"]}) {
 		t.Errorf("systemd calls = %v, want the unmount of the target it holds state for", got)
@@ -112,8 +113,8 @@ func TestRouterUnmountWithoutMount(t *testing.T) {
 	}{{"pod only", nil, &mountertest.Fake{}}, {"systemd only", &mountertest.Fake{}, nil}} {
 		target := filepath.Join(dir, "pods", tc.name, "mount")
 		must(t, os.MkdirAll(target, 0o755))
-		r3 := mounter.NewRouterWithTable(tc.sys, tc.pod, map[mounter.Mode]string{mounter.ModeSystemd: "off", mounter.ModePod: "off"},
-			func() mounter.Mode { return mounter.ModePod }, filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt"), filepath.Join(dir, "mountinfo"))
+		r3 := mounter.NewRouterWithTable(tc.sys, tc.pod, map[mountmode.Mode]string{mountmode.Systemd: "off", mountmode.Pod: "off"},
+			func() mountmode.Mode { return mountmode.Pod }, filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt"), filepath.Join(dir, "mountinfo"))
 		must(t, r3.Unmount(ctx, target))
 		if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: target not removed: %v", tc.name, err)
@@ -131,8 +132,8 @@ func TestRouterUnmountWithoutMount(t *testing.T) {
 
 func TestRouterReportsUnavailableMode(t *testing.T) {
 	dir := t.TempDir()
-	r := mounter.NewRouter(&mountertest.Fake{}, nil, map[mounter.Mode]string{mounter.ModePod: "no access to the Kubernetes API"},
-		func() mounter.Mode { return mounter.ModePod }, filepath.Join(dir, "mnt"))
+	r := mounter.NewRouter(&mountertest.Fake{}, nil, map[mountmode.Mode]string{mountmode.Pod: "no access to the Kubernetes API"},
+		func() mountmode.Mode { return mountmode.Pod }, filepath.Join(dir, "mnt"))
 	err := r.Mount(context.Background(), mounter.Request{Target: filepath.Join(dir, "t")})
 	if !errors.Is(err, mounter.ErrUnavailable) || !errorContains(err, "no access to the Kubernetes API") {
 		t.Fatalf("err = %v, want ErrUnavailable with the reason", err)

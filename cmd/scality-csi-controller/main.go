@@ -23,7 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -66,7 +66,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "scality-csi-controller", "name of the leader election Lease")
 	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", ":8081", "address of /healthz and /readyz (0 disables them)")
-	fs.StringVar(&o.defaultMounter, "default-mounter", string(mounter.DefaultMode), "cluster default mount mode (systemd or pod); a node's s3.csi.scality.com/mounter label overrides it. Mountpoint Pods are created only for workloads on pod-mode nodes")
+	fs.StringVar(&o.defaultMounter, "default-mounter", string(mountmode.Default), "cluster default mount mode (systemd or pod); a node's s3.csi.scality.com/mounter label overrides it. Mountpoint Pods are created only for workloads on pod-mode nodes")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 
@@ -90,7 +90,7 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 			errs = append(errs, fmt.Errorf("--mountpoint-tolerations: %w", err))
 		}
 	}
-	defaultMode, err := mounter.ParseMode(o.defaultMounter)
+	defaultMode, err := mountmode.Parse(o.defaultMounter)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
 	}

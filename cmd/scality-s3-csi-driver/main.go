@@ -23,9 +23,9 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/nodeplugin"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -86,7 +86,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.systemdTimeout, "systemd-timeout", 30*time.Second, "systemd mode: how long one D-Bus call to systemd may take before the operation fails Unavailable (a stuck systemd must not hang publishes); a connection attempt is bounded to 5s")
 	fs.StringVar(&o.s3CABundle, "s3-ca-bundle", "", "PEM file of CA certificates trusted for --s3-endpoint-url: by the controller's S3 client in addition to the system ones; by mount-s3 in both mount modes (AWS_CA_BUNDLE)")
 	fs.DurationVar(&o.emptyBucketBudget, "empty-bucket-budget", 30*time.Second, "controller mode: longest time one DeleteVolume spends emptying a bucket (bucketDeletionPolicy deleteWithObjects) before it returns Aborted and the provisioner retries; the call's own deadline shortens it")
-	fs.StringVar(&o.defaultMounter, "default-mounter", string(mounter.DefaultMode), "node mode: the cluster default mount mode, systemd or pod; the Node's s3.csi.scality.com/mounter label overrides it")
+	fs.StringVar(&o.defaultMounter, "default-mounter", string(mountmode.Default), "node mode: the cluster default mount mode, systemd or pod; the Node's s3.csi.scality.com/mounter label overrides it")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "node mode: kubeconfig for the Kubernetes API (default: the in-cluster service account when in a pod, else none: systemd mode only)")
 	fs.StringVar(&o.mountpointNamespace, "mountpoint-namespace", "mount-s3", "node mode: namespace of the Mountpoint Pods")
 	fs.DurationVar(&o.podSweepInterval, "pod-sweep-interval", 2*time.Minute, "node mode: how often shared pod-mode mounts are checked for retirement and leftovers")
@@ -142,7 +142,7 @@ func (o *options) validate() error {
 	if o.systemdTimeout <= 0 {
 		errs = append(errs, errors.New("--systemd-timeout must be positive"))
 	}
-	if _, err := mounter.ParseMode(o.defaultMounter); err != nil {
+	if _, err := mountmode.Parse(o.defaultMounter); err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
 	}
 	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval < 0 {
@@ -209,7 +209,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defaultMode, _ := mounter.ParseMode(o.defaultMounter) // validated
+	defaultMode, _ := mountmode.Parse(o.defaultMounter) // validated
 	var caBundle []byte
 	if o.s3CABundle != "" {
 		if caBundle, err = readCABundle(o.s3CABundle); err != nil {

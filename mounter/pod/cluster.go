@@ -21,7 +21,7 @@ import (
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/mounter"
-	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // The node plugin reads attachments and this node's Mountpoint Pods, nothing else.
@@ -73,7 +73,7 @@ func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string) (
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
-	if err := reconciler.IndexAttachments(ctx, c); err != nil {
+	if err := podcontract.IndexAttachments(ctx, c); err != nil {
 		return nil, err
 	}
 	return &Cluster{node: node, namespace: namespace, cache: c, api: api, changed: make(chan struct{})}, nil
@@ -141,26 +141,14 @@ func (c *Cluster) wait() <-chan struct{} {
 // this node, if any.
 func (c *Cluster) findAttachment(ctx context.Context, workloadUID, pvName, volumeID string) (string, error) {
 	var list crdv2.MountpointS3PodAttachmentList
-	if err := c.cache.List(ctx, &list, client.MatchingFields{reconciler.IndexWorkloadUID: workloadUID}); err != nil {
+	if err := c.cache.List(ctx, &list, client.MatchingFields{podcontract.IndexWorkloadUID: workloadUID}); err != nil {
 		return "", err
 	}
-	for _, a := range list.Items {
-		if a.Spec.NodeName != c.node || a.Spec.PersistentVolumeName != pvName || a.Spec.VolumeID != volumeID {
-			continue
-		}
-		for mp, ws := range a.Spec.MountpointS3PodAttachments {
-			for _, w := range ws {
-				if w.WorkloadPodUID == workloadUID {
-					return mp, nil
-				}
-			}
-		}
-	}
-	return "", nil
+	return podcontract.MountpointPodOf(list.Items, c.node, workloadUID, pvName, volumeID), nil
 }
 
-// mountpointPod returns one of this node's Mountpoint Pods from the cache (nil when absent).
-func (c *Cluster) mountpointPod(ctx context.Context, name string) (*corev1.Pod, error) {
+// MountpointPod returns one of this node's Mountpoint Pods from the cache (nil when absent).
+func (c *Cluster) MountpointPod(ctx context.Context, name string) (*corev1.Pod, error) {
 	var p corev1.Pod
 	if err := c.cache.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &p); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -171,8 +159,8 @@ func (c *Cluster) mountpointPod(ctx context.Context, name string) (*corev1.Pod, 
 	return &p, nil
 }
 
-// mountpointPods lists this node's Mountpoint Pods.
-func (c *Cluster) mountpointPods(ctx context.Context) ([]corev1.Pod, error) {
+// MountpointPods lists this node's Mountpoint Pods.
+func (c *Cluster) MountpointPods(ctx context.Context) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := c.cache.List(ctx, &list, client.InNamespace(c.namespace)); err != nil {
 		return nil, err
@@ -195,7 +183,7 @@ func (c *Cluster) WaitForMountpointPod(ctx context.Context, workloadUID, pvName,
 			return nil, err
 		}
 		if name != "" {
-			pod, err := c.mountpointPod(ctx, name)
+			pod, err := c.MountpointPod(ctx, name)
 			if err != nil {
 				return nil, err
 			}

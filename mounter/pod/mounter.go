@@ -21,16 +21,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/confined"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mountoptions"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
@@ -47,9 +46,13 @@ type Config struct {
 // Mounter mounts volumes through Mountpoint Pods.
 type Mounter struct {
 	paths   paths
-	cluster *Cluster
+	cluster mountpointPods
 	health  *mounthealth.Checker
-	locks   keyedMutex
+	kernel  kernel
+	send    sendFunc
+	// gid owns the credential files written for the Mountpoint Pods (mountpointGID).
+	gid int
+	locks   inflight.Set // per Mountpoint Pod
 	// unbound is called with a Mountpoint Pod name after a workload's bind mount of it is gone,
 	// so a pending needs-unmount can proceed without waiting for the next sweep.
 	unbound func(mp string)
@@ -59,19 +62,26 @@ var _ mounter.Mounter = (*Mounter)(nil)
 
 // New returns a pod-mode Mounter using cluster (started by the caller).
 func New(cfg Config, cluster *Cluster) (*Mounter, error) {
-	if cfg.KubeletPath == "" || cluster == nil {
-		return nil, errors.New("pod mounter: kubelet path and cluster are required")
+	if cluster == nil {
+		return nil, errors.New("pod mounter: a cluster is required")
+	}
+	return newMounter(cfg, cluster, hostKernel{}, mountoptions.Send)
+}
+
+func newMounter(cfg Config, cluster mountpointPods, k kernel, send sendFunc) (*Mounter, error) {
+	if cfg.KubeletPath == "" {
+		return nil, errors.New("pod mounter: the kubelet path is required")
 	}
 	health := cfg.Health
 	if health == nil {
 		health = &mounthealth.Checker{}
 	}
-	return &Mounter{paths: paths{kubelet: cfg.KubeletPath}, cluster: cluster, health: health}, nil
+	return &Mounter{paths: paths{kubelet: cfg.KubeletPath}, cluster: cluster, health: health, kernel: k, send: send, gid: mountpointGID}, nil
 }
 
 // Check reports whether the informers are usable (Probe).
 func (m *Mounter) Check(ctx context.Context) error {
-	if _, err := m.cluster.mountpointPods(ctx); err != nil {
+	if _, err := m.cluster.MountpointPods(ctx); err != nil {
 		return fmt.Errorf("%w: %v", mounter.ErrUnavailable, err)
 	}
 	return nil
@@ -97,7 +107,10 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	}
 	mp := pod.Name
 	source := m.paths.source(mp)
-	unlock := m.locks.lock(mp)
+	unlock, err := m.locks.Lock(ctx, mp)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 
 	comm := m.paths.comm(pod.UID)
@@ -114,7 +127,7 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		env = append(env, "AWS_CA_BUNDLE="+filepath.Join(podCommDir, mounter.CABundleFile))
 	}
 	if req.Credentials != nil {
-		credEnv, err := credentials.WriteProfileIn(commDir, commCredentials, filepath.Join(podCommDir, commCredentials), *req.Credentials, mountpointGID)
+		credEnv, err := credentials.WriteProfileIn(commDir, commCredentials, filepath.Join(podCommDir, commCredentials), *req.Credentials, m.gid)
 		if err != nil {
 			return fmt.Errorf("write credentials for Mountpoint Pod %s: %w", mp, err)
 		}
@@ -173,16 +186,16 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecor
 	}
 	guarded := r.Guarded
 	if !guarded {
-		if err := mountGuard(target); err != nil {
+		if err := m.kernel.Guard(target); err != nil {
 			if created {
 				os.Remove(target)
 			}
 			return err
 		}
 	}
-	if err := bindMount(source, target, rec.ReadOnly); err != nil {
+	if err := m.kernel.Bind(source, target, rec.ReadOnly); err != nil {
 		if !guarded {
-			_ = unmount(target, 0)
+			_ = m.kernel.Unmount(target, plain)
 		}
 		if created {
 			os.Remove(target)
@@ -229,7 +242,7 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 	}
 	defer errWatch.Close()
 	allowOther := slices.ContainsFunc(src.Args, func(a string) bool { return a == "--allow-other" || a == "--allow-root" })
-	fuse, err := mountFUSE(source, allowOther, src.ReadOnly)
+	fuse, err := m.kernel.MountFUSE(source, allowOther, src.ReadOnly)
 	if err != nil {
 		return err
 	}
@@ -242,12 +255,12 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 		}
 	}()
 	start := time.Now()
-	sendErr := mountoptions.Send(ctx, filepath.Join(comm, commSocket), mountoptions.Options{BucketName: src.Bucket, Args: src.Args, Env: src.Env}, int(fuse.Fd()))
+	sendErr := m.send(ctx, filepath.Join(comm, commSocket), mountoptions.Options{BucketName: src.Bucket, Args: src.Args, Env: src.Env}, int(fuse.Fd()))
 	fuse.Close() // the pod holds its own copy now (or never will)
 	if sendErr != nil {
 		return fmt.Errorf("hand the mount over to Mountpoint Pod %s: %w", pod.Name, sendErr)
 	}
-	if err := waitServed(ctx, source, errWatch); err != nil {
+	if err := m.waitServed(ctx, source, errWatch); err != nil {
 		return fmt.Errorf("%w: Mountpoint Pod %s: %s", mounter.ErrMountFailed, pod.Name, err)
 	}
 	ok = true
@@ -257,9 +270,9 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 
 // waitServed waits until the FUSE mount at source answers (mount-s3 took it over) or the pod
 // writes mount.err.
-func waitServed(ctx context.Context, source string, errWatch *fileWatch) error {
+func (m *Mounter) waitServed(ctx context.Context, source string, errWatch *fileWatch) error {
 	served := make(chan error, 1)
-	go func() { _, err := os.Stat(source); served <- err }()
+	go func() { served <- m.kernel.Answer(source) }()
 	select {
 	case err := <-served:
 		if err == nil {
@@ -302,12 +315,12 @@ func (m *Mounter) unmountSource(ctx context.Context, source string) error {
 		if i == 0 && mounttable.IsMountS3(&e) {
 			m.unmountOwnCopies(source, &e)
 		}
-		flags := 0
+		how := plain
 		if mounttable.IsMountS3(&e) && !(i == 0 && r.State == mounthealth.Live) {
-			flags = unix.MNT_FORCE | unix.MNT_DETACH
+			how = abort
 		}
-		if err := unmount(source, flags); err != nil {
-			if err := unmount(source, unix.MNT_DETACH); err != nil {
+		if err := m.kernel.Unmount(source, how); err != nil {
+			if err := m.kernel.Unmount(source, detach); err != nil {
 				return err
 			}
 		}
@@ -330,7 +343,7 @@ func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
 	pods := m.paths.pods() + "/"
 	for _, e := range entries {
 		if e.Major == entry.Major && e.Minor == entry.Minor && e.MountPoint != source && !strings.HasPrefix(e.MountPoint, pods) {
-			if err := unmount(e.MountPoint, unix.MNT_DETACH); err != nil {
+			if err := m.kernel.Unmount(e.MountPoint, detach); err != nil {
 				klog.ErrorS(err, "Detaching a copy of a shared mount", "source", source, "copy", e.MountPoint)
 			} else {
 				klog.V(2).InfoS("Detached a copy of a shared mount", "source", source, "copy", e.MountPoint)
@@ -359,8 +372,8 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	for range r.Ours {
 		// A bind is never unmounted with MNT_FORCE: that would abort the connection the other
 		// workloads of the shared mount use.
-		if err := unmount(target, 0); err != nil {
-			if err := unmount(target, unix.MNT_DETACH); err != nil {
+		if err := m.kernel.Unmount(target, plain); err != nil {
+			if err := m.kernel.Unmount(target, detach); err != nil {
 				return err
 			}
 		}
@@ -410,7 +423,7 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	if err != nil || r.State == mounthealth.Live {
 		return false, err
 	}
-	pod, err := m.cluster.mountpointPod(ctx, rec.MountpointPod)
+	pod, err := m.cluster.MountpointPod(ctx, rec.MountpointPod)
 	if err != nil {
 		return false, err
 	}
@@ -421,7 +434,10 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	if err := readJSON(m.paths.sourceRecord(rec.MountpointPod), &src); err != nil {
 		return false, fmt.Errorf("no record of Mountpoint Pod %s's mount: %w", rec.MountpointPod, err)
 	}
-	unlock := m.locks.lock(rec.MountpointPod)
+	unlock, err := m.locks.Lock(ctx, rec.MountpointPod)
+	if err != nil {
+		return false, err
+	}
 	defer unlock()
 	source := m.paths.source(rec.MountpointPod)
 	if err := m.ensureSource(ctx, pod, source, m.paths.comm(pod.UID), src); err != nil {
@@ -467,38 +483,4 @@ func withMargin(ctx context.Context, margin time.Duration) (context.Context, con
 		return context.WithDeadline(ctx, dl.Add(-margin))
 	}
 	return context.WithCancel(ctx)
-}
-
-// keyedMutex is a mutex per key, created on demand and dropped when unused.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*refMutex
-}
-
-type refMutex struct {
-	sync.Mutex
-	refs int
-}
-
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*refMutex{}
-	}
-	l, ok := k.locks[key]
-	if !ok {
-		l = &refMutex{}
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/s3csi/s3-csi-driver/pkg/mountoptions"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -24,9 +25,9 @@ const (
 	commExit        = mountoptions.ExitFileName
 	commCredentials = mountoptions.CredentialsDirName
 	// podCommDir is where the Mountpoint Pod sees its comm directory.
-	podCommDir = "/comm"
+	podCommDir = podcontract.CommMountPath
 	// mountpointGID is the group the Mountpoint Pod runs as; credential files are readable by it.
-	mountpointGID = 1000
+	mountpointGID = podcontract.MountpointUID
 )
 
 // paths derives the host paths of pod mode from the kubelet directory.
@@ -65,7 +66,7 @@ func (p paths) source(mpPod string) string { return filepath.Join(p.sourceRoot()
 
 // comm is the host path of a Mountpoint Pod's comm emptyDir.
 func (p paths) comm(podUID types.UID) string {
-	return filepath.Join(p.kubelet, "pods", string(podUID), "volumes", "kubernetes.io~empty-dir", "comm")
+	return podcontract.CommHostPath(p.kubelet, podUID)
 }
 
 // diagnoseTimeout bounds the API read that explains a failed wait.

@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,41 +64,6 @@ func TestSourceOf(t *testing.T) {
 				t.Errorf("sourceOf(root) = %q, want none", got)
 			}
 		}
-	}
-}
-
-func TestKeyedMutexSerialisesPerKey(t *testing.T) {
-	var k keyedMutex
-	var inA atomic.Int32
-	var maxA atomic.Int32
-	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			unlock := k.lock("a")
-			if n := inA.Add(1); n > maxA.Load() {
-				maxA.Store(n)
-			}
-			time.Sleep(time.Millisecond)
-			inA.Add(-1)
-			unlock()
-		}()
-	}
-	// Another key is never blocked by "a".
-	done := make(chan struct{})
-	go func() { k.lock("b")(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("key b blocked by key a")
-	}
-	wg.Wait()
-	if maxA.Load() != 1 {
-		t.Fatalf("%d holders of key a at once", maxA.Load())
-	}
-	if len(k.locks) != 0 {
-		t.Errorf("unused locks kept: %d", len(k.locks))
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/confined"
-	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // Unmounter finishes Mountpoint Pods on this node: when the controller marks one needs-unmount
@@ -73,13 +73,13 @@ func (u *Unmounter) Sweep(ctx context.Context) {
 			klog.ErrorS(err, "Sweep", "mountpointPod", e.Name())
 		}
 	}
-	pods, err := u.m.cluster.mountpointPods(ctx)
+	pods, err := u.m.cluster.MountpointPods(ctx)
 	if err != nil {
 		klog.ErrorS(err, "Sweep: list Mountpoint Pods")
 		return
 	}
 	for i := range pods {
-		if !seen[pods[i].Name] && pods[i].Annotations[reconciler.AnnotationNeedsUnmount] != "" {
+		if !seen[pods[i].Name] && pods[i].Annotations[podcontract.AnnotationNeedsUnmount] != "" {
 			if err := u.handle(ctx, pods[i].Name); err != nil {
 				klog.ErrorS(err, "Sweep", "mountpointPod", pods[i].Name)
 			}
@@ -89,10 +89,13 @@ func (u *Unmounter) Sweep(ctx context.Context) {
 
 // handle retires one Mountpoint Pod if it is gone or marked needs-unmount.
 func (u *Unmounter) handle(ctx context.Context, mp string) error {
-	unlock := u.m.locks.lock(mp)
+	unlock, err := u.m.locks.Lock(ctx, mp)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	source := u.m.paths.source(mp)
-	pod, err := u.m.cluster.mountpointPod(ctx, mp)
+	pod, err := u.m.cluster.MountpointPod(ctx, mp)
 	if err != nil {
 		return err
 	}
@@ -104,7 +107,7 @@ func (u *Unmounter) handle(ctx context.Context, mp string) error {
 		klog.InfoS("Removing the shared mount of a Mountpoint Pod that no longer exists", "mountpointPod", mp)
 		return u.m.unmountSource(ctx, source)
 	}
-	if pod.Annotations[reconciler.AnnotationNeedsUnmount] == "" || pod.Status.Phase == corev1.PodSucceeded {
+	if pod.Annotations[podcontract.AnnotationNeedsUnmount] == "" || pod.Status.Phase == corev1.PodSucceeded {
 		return nil
 	}
 	binds, err := bindsOf(u.m.health.Table, source, u.m.paths.pods())

@@ -1,7 +1,12 @@
-// Package inflight serialises operations per key (a target path) without a global lock: a
-// second operation on a busy key is refused at once rather than queued, which is what CSI
-// expects (the caller gets Aborted and retries). Background work (the node plugin's own mount
-// monitor) is the exception: kubelet's calls wait for it rather than fail because of it.
+// Package inflight serialises operations per key without a global lock. It is the driver's one
+// keyed lock:
+//   - CSI calls on a key (a target path, a bucket) use TryAcquire or Acquire: a second call on a
+//     busy key is refused at once rather than queued, which is what CSI expects (the caller gets
+//     Aborted and retries). Background work (the node plugin's own mount monitor) is the
+//     exception: kubelet's calls wait for it rather than fail because of it.
+//   - Internal critical sections (pod mode's per-Mountpoint-Pod work) use Lock, which waits.
+//
+// A Set keeps no state for free keys.
 package inflight
 
 import (
@@ -49,6 +54,31 @@ func (s *Set) Acquire(ctx context.Context, key string) (release func(), ok bool)
 		case <-wait:
 		case <-ctx.Done():
 			return nil, false
+		}
+	}
+}
+
+// Lock waits until key is free and takes it, whoever holds it now; it returns ctx's error when
+// ctx ends first. Waiters are not queued in order.
+func (s *Set) Lock(ctx context.Context, key string) (release func(), err error) {
+	for {
+		s.mu.Lock()
+		if _, busy := s.busy[key]; !busy {
+			s.mu.Unlock()
+			if release, ok := s.try(key, false); ok {
+				return release, nil
+			}
+			continue // taken in between
+		}
+		if s.released == nil {
+			s.released = make(chan struct{})
+		}
+		wait := s.released
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 }

@@ -101,3 +101,62 @@ func TestForegroundWaitsForBackground(t *testing.T) {
 		t.Fatal("Acquire succeeded after its context ended")
 	}
 }
+
+// TestLockWaits: Lock serialises holders of one key (whichever way they took it), never blocks
+// another key, gives up when its context ends, and leaves no state behind.
+func TestLockWaits(t *testing.T) {
+	var s Set
+	var in, most atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release, err := s.Lock(context.Background(), "a")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n := in.Add(1); n > most.Load() {
+				most.Store(n)
+			}
+			time.Sleep(time.Millisecond)
+			in.Add(-1)
+			release()
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		release, err := s.Lock(context.Background(), "b")
+		if err == nil {
+			release()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("key b blocked by key a")
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d holders of key a at once", most.Load())
+	}
+	// A CSI call holding the key makes Lock wait, until its context ends.
+	release, ok := s.TryAcquire("a")
+	if !ok {
+		t.Fatal("key a not free")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Lock(ctx, "a"); err == nil {
+		t.Fatal("Lock took a held key")
+	}
+	release()
+	s.mu.Lock()
+	left := len(s.busy)
+	s.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d keys kept", left)
+	}
+}

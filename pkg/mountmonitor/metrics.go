@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 )
 
 // metrics are the monitor's Prometheus metrics.
@@ -37,7 +37,7 @@ func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.mounts, m.dead, m.detection, m.repairs, m.repairDur}
 }
 
-func (m *metrics) setMounts(counts map[mounter.Mode]map[string]int) {
+func (m *metrics) setMounts(counts map[mountmode.Mode]map[string]int) {
 	for mode, byState := range counts {
 		for state, n := range byState {
 			m.mounts.WithLabelValues(string(mode), state).Set(float64(n))
@@ -45,14 +45,14 @@ func (m *metrics) setMounts(counts map[mounter.Mode]map[string]int) {
 	}
 }
 
-func (m *metrics) detected(mode mounter.Mode, lastLive, now time.Time) {
+func (m *metrics) detected(mode mountmode.Mode, lastLive, now time.Time) {
 	m.dead.WithLabelValues(string(mode)).Inc()
 	if !lastLive.IsZero() {
 		m.detection.WithLabelValues(string(mode)).Observe(now.Sub(lastLive).Seconds())
 	}
 }
 
-func (m *metrics) repaired(mode mounter.Mode, ok bool, d time.Duration) {
+func (m *metrics) repaired(mode mountmode.Mode, ok bool, d time.Duration) {
 	result := "succeeded"
 	if !ok {
 		result = "failed"

@@ -23,6 +23,7 @@ import (
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 )
 
 // Event reasons, on the workload pod.
@@ -65,7 +66,7 @@ type Config struct {
 // Monitor checks and repairs the mounts of one node.
 type Monitor struct {
 	cfg       Config
-	modes     map[mounter.Mode]mounter.Repairer
+	modes     map[mountmode.Mode]mounter.Repairer
 	recorder  Recorder
 	restarter Restarter
 	trigger   chan struct{}
@@ -91,7 +92,7 @@ func New(cfg Config) *Monitor {
 	if cfg.Health == nil {
 		cfg.Health = &mounthealth.Checker{}
 	}
-	return &Monitor{cfg: cfg, modes: map[mounter.Mode]mounter.Repairer{}, trigger: make(chan struct{}, 1), metrics: newMetrics(), targets: map[string]*targetState{}}
+	return &Monitor{cfg: cfg, modes: map[mountmode.Mode]mounter.Repairer{}, trigger: make(chan struct{}, 1), metrics: newMetrics(), targets: map[string]*targetState{}}
 }
 
 // Targets lists the targets the watched modes have published (from their records), so the
@@ -112,7 +113,7 @@ func (m *Monitor) SetRecorder(r Recorder) { m.recorder = r }
 func (m *Monitor) SetRestarter(r Restarter) { m.restarter = r }
 
 // Watch adds a mount mode to watch. Call before Run.
-func (m *Monitor) Watch(mode mounter.Mode, r mounter.Repairer) { m.modes[mode] = r }
+func (m *Monitor) Watch(mode mountmode.Mode, r mounter.Repairer) { m.modes[mode] = r }
 
 // Trigger asks for a check of every target now (it never blocks).
 func (m *Monitor) Trigger() {
@@ -140,13 +141,13 @@ func (m *Monitor) Run(ctx context.Context) {
 // Sweep checks every published target of every mode once and repairs the dead or vanished
 // ones whose back-off allows it.
 func (m *Monitor) Sweep(ctx context.Context) {
-	modes := make([]mounter.Mode, 0, len(m.modes))
+	modes := make([]mountmode.Mode, 0, len(m.modes))
 	for mode := range m.modes {
 		modes = append(modes, mode)
 	}
 	sort.Slice(modes, func(i, j int) bool { return modes[i] < modes[j] })
 	seen := map[string]bool{}
-	counts := map[mounter.Mode]map[string]int{}
+	counts := map[mountmode.Mode]map[string]int{}
 	for _, mode := range modes {
 		counts[mode] = map[string]int{"live": 0, "dead": 0}
 		for _, t := range m.modes[mode].Targets() {
@@ -166,7 +167,7 @@ func (m *Monitor) Sweep(ctx context.Context) {
 }
 
 // check handles one target and returns "live" or "dead" (dead includes vanished).
-func (m *Monitor) check(ctx context.Context, mode mounter.Mode, t mounter.Target) string {
+func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Target) string {
 	release, ok := m.cfg.Locks.TryAcquireBackground(t.Path)
 	if !ok {
 		return "live" // kubelet is publishing or unpublishing it right now; next round

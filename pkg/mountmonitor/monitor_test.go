@@ -14,6 +14,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
@@ -101,7 +102,7 @@ func TestMonitorDetectsRepairsAndBacksOff(t *testing.T) {
 	locks := &inflight.Set{}
 	rec, restarter := &fakeRecorder{}, &fakeRestarter{}
 	m := New(Config{Health: health, Locks: locks, Interval: time.Hour})
-	m.Watch(mounter.ModeSystemd, mode)
+	m.Watch(mountmode.Systemd, mode)
 	m.SetRecorder(rec)
 	m.SetRestarter(restarter)
 	ctx := context.Background()

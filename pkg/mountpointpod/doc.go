@@ -9,8 +9,8 @@
 //  2. It waits for one valid message: Options and the /dev/fuse descriptor. A refused message
 //     (malformed, oversized, not exactly one descriptor, a descriptor that is not /dev/fuse,
 //     arguments that are not plain long options) is logged, the sender gets the reason, and
-//     waiting goes on. If mount.exit appears (inotify, no polling) or a termination signal
-//     arrives while waiting, Run returns nil.
+//     waiting goes on. If mount.exit appears (pkg/filewatch: fsnotify, no polling) or a
+//     termination signal arrives while waiting, Run returns nil.
 //  3. On acceptance, before acknowledging, it removes a stale mount.err; then it stops
 //     listening (the socket file is removed).
 //  4. It runs `mount-s3 <bucket> /dev/fd/3 --foreground <args>` with the descriptor as fd 3,

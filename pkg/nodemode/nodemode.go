@@ -1,5 +1,5 @@
 // Package nodemode tracks a node's effective mount mode: the Node's s3.csi.scality.com/mounter
-// label when set and valid, else the cluster default (mounter.ResolveMode). It watches the
+// label when set and valid, else the cluster default (mountmode.Resolve). It watches the
 // node's own Node object, so a relabel applies to the next publish without a restart, and it
 // reports what happens on the Node itself: an event when the effective mode changes or the label
 // is invalid, and the annotation s3.csi.scality.com/effective-mounter with the current mode.
@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -44,18 +44,18 @@ const (
 // Watcher is the effective mode of one node.
 type Watcher struct {
 	node string
-	def  mounter.Mode
+	def  mountmode.Mode
 	cs   kubernetes.Interface
 	rec  record.EventRecorder
 
 	mu      sync.RWMutex
-	mode    mounter.Mode
+	mode    mountmode.Mode
 	invalid string // last invalid label value reported
 	synced  bool
 }
 
 // New returns a Watcher for node with the cluster default def. It does nothing until Start.
-func New(cs kubernetes.Interface, node string, def mounter.Mode) *Watcher {
+func New(cs kubernetes.Interface, node string, def mountmode.Mode) *Watcher {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	return &Watcher{node: node, def: def, cs: cs, mode: def,
@@ -63,7 +63,7 @@ func New(cs kubernetes.Interface, node string, def mounter.Mode) *Watcher {
 }
 
 // Mode returns the current effective mode (the default until the Node was read).
-func (w *Watcher) Mode() mounter.Mode {
+func (w *Watcher) Mode() mountmode.Mode {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return w.mode
@@ -94,11 +94,11 @@ func (w *Watcher) observe(ctx context.Context, o any) {
 	if !ok {
 		return
 	}
-	mode, err := mounter.ResolveMode(node.Labels, w.def)
+	mode, err := mountmode.Resolve(node.Labels, w.def)
 	w.mu.Lock()
 	prev, first := w.mode, !w.synced
 	w.mode, w.synced = mode, true
-	label := node.Labels[mounter.LabelMounter]
+	label := node.Labels[mountmode.Label]
 	reportInvalid := err != nil && label != w.invalid
 	if err != nil {
 		w.invalid = label
@@ -121,7 +121,7 @@ func (w *Watcher) observe(ctx context.Context, o any) {
 	}
 }
 
-func (w *Watcher) annotate(ctx context.Context, mode mounter.Mode) {
+func (w *Watcher) annotate(ctx context.Context, mode mountmode.Mode) {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationEffectiveMode: string(mode)}}})
 	if _, err := w.cs.CoreV1().Nodes().Patch(ctx, w.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		klog.ErrorS(err, "Could not annotate the node with its mount mode", "node", w.node)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -28,10 +28,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestWatcher: the label decides the node's mode (the default without one, the default and a
 // warning for an invalid one), and the Node is annotated with the effective mode.
 func TestWatcher(t *testing.T) {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{mounter.LabelMounter: "pod"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{mountmode.Label: "pod"}}}
 	cs := fake.NewClientset(node)
-	w := New(cs, "n1", mounter.ModeSystemd)
-	if w.Mode() != mounter.ModeSystemd {
+	w := New(cs, "n1", mountmode.Systemd)
+	if w.Mode() != mountmode.Systemd {
 		t.Fatalf("before Start: %s, want the default", w.Mode())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,18 +39,18 @@ func TestWatcher(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	annotated := func(want mounter.Mode) func() bool {
+	annotated := func(want mountmode.Mode) func() bool {
 		return func() bool {
 			n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			return err == nil && n.Annotations[AnnotationEffectiveMode] == string(want)
 		}
 	}
-	waitFor(t, "mode pod", func() bool { return w.Mode() == mounter.ModePod })
-	waitFor(t, "annotation pod", annotated(mounter.ModePod))
+	waitFor(t, "mode pod", func() bool { return w.Mode() == mountmode.Pod })
+	waitFor(t, "annotation pod", annotated(mountmode.Pod))
 	for _, step := range []struct {
 		label string
-		want  mounter.Mode
-	}{{"systemd", mounter.ModeSystemd}, {"pod", mounter.ModePod}, {"bogus", mounter.ModeSystemd}, {"pod", mounter.ModePod}, {"", mounter.ModeSystemd}} {
+		want  mountmode.Mode
+	}{{"systemd", mountmode.Systemd}, {"pod", mountmode.Pod}, {"bogus", mountmode.Systemd}, {"pod", mountmode.Pod}, {"", mountmode.Systemd}} {
 		label, want := step.label, step.want
 		n, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 		if err != nil {
@@ -60,9 +60,9 @@ func TestWatcher(t *testing.T) {
 			n.Labels = map[string]string{}
 		}
 		if label == "" {
-			delete(n.Labels, mounter.LabelMounter)
+			delete(n.Labels, mountmode.Label)
 		} else {
-			n.Labels[mounter.LabelMounter] = label
+			n.Labels[mountmode.Label] = label
 		}
 		if _, err := cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)

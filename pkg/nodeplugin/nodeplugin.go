@@ -27,6 +27,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/pkg/podrestart"
@@ -46,7 +47,7 @@ type Config struct {
 	// CABundle (PEM) is trusted by mount-s3 for the S3 endpoint, in both modes (nil: system CAs).
 	CABundle []byte
 	// DefaultMode is the cluster default; the Node's label overrides it.
-	DefaultMode mounter.Mode
+	DefaultMode mountmode.Mode
 
 	// systemd mode
 	// DisableSystemdMode leaves systemd mode out entirely: the plugin never dials systemd (for
@@ -98,10 +99,10 @@ func Run(ctx context.Context, cfg Config) error {
 	health := &mounthealth.Checker{Timeout: cfg.HealthTimeout}
 	locks := &inflight.Set{}
 	monitor := mountmonitor.New(mountmonitor.Config{Health: health, Locks: locks, Interval: cfg.HealthCheckInterval})
-	unavailable := map[mounter.Mode]string{}
+	unavailable := map[mountmode.Mode]string{}
 	var sm *systemd.Mounter
 	if cfg.DisableSystemdMode {
-		unavailable[mounter.ModeSystemd] = "systemd mode is disabled on this node plugin (--systemd-mounter=false: Helm mounter.modesInUse lacks systemd)"
+		unavailable[mountmode.Systemd] = "systemd mode is disabled on this node plugin (--systemd-mounter=false: Helm mounter.modesInUse lacks systemd)"
 	} else {
 		var err error
 		sm, err = systemd.New(systemd.Config{
@@ -118,16 +119,16 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer sm.Close()
-		monitor.Watch(mounter.ModeSystemd, sm)
+		monitor.Watch(mountmode.Systemd, sm)
 		if cfg.HealthCheckInterval > 0 {
 			sm.WatchUnits(monitor.Trigger)
 		}
 	}
 
-	mode := func() mounter.Mode { return cfg.DefaultMode }
+	mode := func() mountmode.Mode { return cfg.DefaultMode }
 	var pm *pod.Mounter
 	if cfg.Kube == nil {
-		unavailable[mounter.ModePod] = "the node plugin has no Kubernetes API access (in-cluster or --kubeconfig)"
+		unavailable[mountmode.Pod] = "the node plugin has no Kubernetes API access (in-cluster or --kubeconfig)"
 	} else {
 		w, err := startModeWatcher(ctx, cfg)
 		if err != nil {
@@ -137,10 +138,10 @@ func Run(ctx context.Context, cfg Config) error {
 			mode = w.Mode
 		}
 		if cfg.DisablePodMode {
-			unavailable[mounter.ModePod] = "pod mode is disabled on this node plugin (--pod-mounter=false: Helm mounter.modesInUse lacks pod)"
+			unavailable[mountmode.Pod] = "pod mode is disabled on this node plugin (--pod-mounter=false: Helm mounter.modesInUse lacks pod)"
 		} else if pm, err = startPodMode(ctx, cfg, health, monitor.Trigger); err != nil {
 			klog.ErrorS(err, "Pod mode is unavailable on this node; systemd mode still works")
-			unavailable[mounter.ModePod] = err.Error()
+			unavailable[mountmode.Pod] = err.Error()
 		}
 	}
 	// Typed nils must not reach the router as non-nil interfaces.
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if pm != nil {
 		podMounter = pm
-		monitor.Watch(mounter.ModePod, pm)
+		monitor.Watch(mountmode.Pod, pm)
 	}
 	router := mounter.NewRouter(systemdMounter, podMounter, unavailable, mode, filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "mnt"))
 	klog.InfoS("Node plugin ready", "node", cfg.NodeID, "mode", router.Mode(), "podMode", pm != nil)
@@ -310,7 +311,7 @@ type readiness struct {
 }
 
 func (r *readiness) Check(ctx context.Context) error {
-	if r.router.Mode() == mounter.ModePod {
+	if r.router.Mode() == mountmode.Pod {
 		switch {
 		case r.podDisabled:
 			return nil
@@ -345,7 +346,7 @@ func (c *mountCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	current := c.router.Mode()
-	for _, m := range []mounter.Mode{mounter.ModeSystemd, mounter.ModePod} {
+	for _, m := range []mountmode.Mode{mountmode.Systemd, mountmode.Pod} {
 		v := 0.0
 		if m == current {
 			v = 1

@@ -17,7 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // plan is the attachment content being computed: Mountpoint Pod name → workloads.
@@ -29,7 +30,7 @@ type plan map[string][]crdv2.WorkloadAttachment
 //  3. retire Mountpoint Pods left without workloads (annotation needs-unmount);
 //  4. place new workloads on a shareable Mountpoint Pod, creating one when none is;
 //  5. write the attachment once (create, update or delete), merging duplicates into it.
-func (r *Reconciler) reconcileKey(ctx context.Context, key Key) (reconcile.Result, error) {
+func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (reconcile.Result, error) {
 	logger := log.FromContext(ctx).WithValues("node", key.NodeName, "pv", key.PVName)
 	cur, dups, err := r.attachments(ctx, key)
 	if err != nil {
@@ -96,7 +97,7 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key Key) (reconcile.Resul
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if mode != mounter.ModePod {
+		if mode != mountmode.Pod {
 			// The node mounts new volumes itself (systemd mode): nothing to create. Existing
 			// attachments of the key are still maintained above.
 			logger.V(1).Info("Node uses systemd mode; not attaching new workloads", "count", len(newPods))
@@ -143,12 +144,12 @@ func compareStrings(a, b string) int {
 }
 
 // attachments returns the key's canonical attachment (nil when none) and any duplicates.
-func (r *Reconciler) attachments(ctx context.Context, key Key) (*crdv2.MountpointS3PodAttachment, []*crdv2.MountpointS3PodAttachment, error) {
+func (r *Reconciler) attachments(ctx context.Context, key podcontract.Key) (*crdv2.MountpointS3PodAttachment, []*crdv2.MountpointS3PodAttachment, error) {
 	var list crdv2.MountpointS3PodAttachmentList
-	if err := r.client.List(ctx, &list, client.MatchingFields{IndexKey: key.String()}); err != nil {
+	if err := r.client.List(ctx, &list, client.MatchingFields{podcontract.IndexKey: key.String()}); err != nil {
 		return nil, nil, err
 	}
-	name := AttachmentName(key)
+	name := podcontract.AttachmentName(key)
 	var cur *crdv2.MountpointS3PodAttachment
 	var dups []*crdv2.MountpointS3PodAttachment
 	for i := range list.Items {
@@ -163,7 +164,7 @@ func (r *Reconciler) attachments(ctx context.Context, key Key) (*crdv2.Mountpoin
 
 // desiredWorkloads returns the key's live workloads by UID: pods using the claim the key's PV is
 // bound to, scheduled on the key's node, not ended, whose own key (fsGroup, ...) is this key.
-func (r *Reconciler) desiredWorkloads(ctx context.Context, key Key) (map[string]*corev1.Pod, error) {
+func (r *Reconciler) desiredWorkloads(ctx context.Context, key podcontract.Key) (map[string]*corev1.Pod, error) {
 	var pv corev1.PersistentVolume
 	if err := r.client.Get(ctx, types.NamespacedName{Name: key.PVName}, &pv); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -205,7 +206,7 @@ func (r *Reconciler) mountpointPod(ctx context.Context, name string) (*corev1.Po
 		return nil, false, err
 	}
 	if r.expect.pending(name) {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nn.Namespace, Labels: map[string]string{LabelDriverVersion: VersionLabel(r.cfg.MountpointPod.DriverVersion)}}}, true, nil
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nn.Namespace, Labels: map[string]string{podcontract.LabelDriverVersion: podcontract.VersionLabel(r.cfg.MountpointPod.DriverVersion)}}}, true, nil
 	}
 	if err := r.apiReader.Get(ctx, nn, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -218,22 +219,22 @@ func (r *Reconciler) mountpointPod(ctx context.Context, name string) (*corev1.Po
 
 // shareable reports whether new workloads may join a Mountpoint Pod.
 func (r *Reconciler) shareable(pod *corev1.Pod) bool {
-	return pod.Annotations[AnnotationNeedsUnmount] == "" && pod.Annotations[AnnotationNoNewWorkload] == "" &&
-		pod.Labels[LabelDriverVersion] == VersionLabel(r.cfg.MountpointPod.DriverVersion) &&
+	return pod.Annotations[podcontract.AnnotationNeedsUnmount] == "" && pod.Annotations[podcontract.AnnotationNoNewWorkload] == "" &&
+		pod.Labels[podcontract.LabelDriverVersion] == podcontract.VersionLabel(r.cfg.MountpointPod.DriverVersion) &&
 		pod.DeletionTimestamp == nil
 }
 
 // placement picks the Mountpoint Pod new workloads join: a shareable one already in the plan,
 // else a new one named after the first new workload (reusing it when an earlier attempt created
 // it but failed to record it).
-func (r *Reconciler) placement(ctx context.Context, key Key, p plan, pods map[string]*corev1.Pod, newPods []*corev1.Pod) (string, error) {
+func (r *Reconciler) placement(ctx context.Context, key podcontract.Key, p plan, pods map[string]*corev1.Pod, newPods []*corev1.Pod) (string, error) {
 	for _, mp := range slices.Sorted(maps.Keys(p)) {
 		if r.shareable(pods[mp]) {
 			return mp, nil
 		}
 	}
 	for _, w := range newPods {
-		name := MountpointPodName(string(w.UID), key.PVName)
+		name := podcontract.MountpointPodName(string(w.UID), key.PVName)
 		pod := buildMountpointPod(r.cfg.MountpointPod, key, name, string(w.UID))
 		err := r.client.Create(ctx, pod)
 		if err == nil {
@@ -249,7 +250,7 @@ func (r *Reconciler) placement(ctx context.Context, key Key, p plan, pods map[st
 		if err != nil {
 			return "", err
 		}
-		if ok && r.shareable(existing) && existing.Annotations[AnnotationVolumeName] == key.PVName {
+		if ok && r.shareable(existing) && existing.Annotations[podcontract.AnnotationVolumeName] == key.PVName {
 			return name, nil // created by an earlier attempt (or another replica): adopt it
 		}
 	}
@@ -259,10 +260,10 @@ func (r *Reconciler) placement(ctx context.Context, key Key, p plan, pods map[st
 // retire marks a Mountpoint Pod needs-unmount: the node unmounts it once no workload uses the
 // mount, the pod then exits and is deleted. Retiring twice is a no-op.
 func (r *Reconciler) retire(ctx context.Context, pod *corev1.Pod, why string) error {
-	if pod.Annotations[AnnotationNeedsUnmount] != "" {
+	if pod.Annotations[podcontract.AnnotationNeedsUnmount] != "" {
 		return nil
 	}
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+AnnotationNeedsUnmount+`":"true"}}}`))
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+podcontract.AnnotationNeedsUnmount+`":"true"}}}`))
 	if err := r.client.Patch(ctx, pod, patch); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -272,7 +273,7 @@ func (r *Reconciler) retire(ctx context.Context, pod *corev1.Pod, why string) er
 
 // write makes the key's attachment hold p with as few writes as possible: nothing when
 // unchanged, one create/update/delete otherwise; duplicates (already merged into p) are deleted.
-func (r *Reconciler) write(ctx context.Context, key Key, cur *crdv2.MountpointS3PodAttachment, dups []*crdv2.MountpointS3PodAttachment, p plan) error {
+func (r *Reconciler) write(ctx context.Context, key podcontract.Key, cur *crdv2.MountpointS3PodAttachment, dups []*crdv2.MountpointS3PodAttachment, p plan) error {
 	switch {
 	case len(p) == 0 && cur != nil:
 		if err := r.client.Delete(ctx, cur, client.Preconditions{ResourceVersion: &cur.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
@@ -283,7 +284,7 @@ func (r *Reconciler) write(ctx context.Context, key Key, cur *crdv2.MountpointS3
 		log.FromContext(ctx).Info("Deleted attachment", "attachment", cur.Name)
 	case len(p) > 0 && cur == nil:
 		a := &crdv2.MountpointS3PodAttachment{
-			ObjectMeta: metav1.ObjectMeta{Name: AttachmentName(key), Labels: map[string]string{LabelDriverVersion: VersionLabel(r.cfg.MountpointPod.DriverVersion)}},
+			ObjectMeta: metav1.ObjectMeta{Name: podcontract.AttachmentName(key), Labels: map[string]string{podcontract.LabelDriverVersion: podcontract.VersionLabel(r.cfg.MountpointPod.DriverVersion)}},
 			Spec: crdv2.MountpointS3PodAttachmentSpec{
 				NodeName: key.NodeName, PersistentVolumeName: key.PVName, VolumeID: key.VolumeID,
 				MountOptions: key.MountOptions, WorkloadFSGroup: key.FSGroup, AuthenticationSource: key.AuthSource,
@@ -322,7 +323,7 @@ func (r *Reconciler) reconcileMountpointPod(ctx context.Context, name string) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	r.expect.observed(name)
-	if pod.Labels[LabelComponent] != ComponentMountpoint {
+	if pod.Labels[podcontract.LabelComponent] != podcontract.ComponentMountpoint {
 		return reconcile.Result{}, nil
 	}
 	if pod.Status.Phase == corev1.PodSucceeded {
@@ -334,10 +335,10 @@ func (r *Reconciler) reconcileMountpointPod(ctx context.Context, name string) (r
 		return reconcile.Result{}, nil
 	}
 	var refs crdv2.MountpointS3PodAttachmentList
-	if err := r.client.List(ctx, &refs, client.MatchingFields{IndexMountpointPod: name}); err != nil {
+	if err := r.client.List(ctx, &refs, client.MatchingFields{podcontract.IndexMountpointPod: name}); err != nil {
 		return reconcile.Result{}, err
 	}
-	if len(refs.Items) > 0 || pod.Annotations[AnnotationNeedsUnmount] != "" || pod.DeletionTimestamp != nil {
+	if len(refs.Items) > 0 || pod.Annotations[podcontract.AnnotationNeedsUnmount] != "" || pod.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
 	if age := time.Since(pod.CreationTimestamp.Time); age < r.cfg.OrphanGrace {

@@ -14,7 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[Request]
@@ -22,7 +23,7 @@ type queue = workqueue.TypedRateLimitingInterface[Request]
 // enqueueKey adds a key request, coalescing: a key reconciled less than BatchWindow ago waits
 // for the rest of the window, so the events of a burst land in one reconcile (one write). The
 // first event of a quiet key is handled at once.
-func (r *Reconciler) enqueueKey(q queue, k Key) {
+func (r *Reconciler) enqueueKey(q queue, k podcontract.Key) {
 	if wait := r.cfg.BatchWindow - r.sinceLast(k); wait > 0 {
 		q.AddAfter(Request{Key: k}, wait)
 		return
@@ -35,11 +36,11 @@ func (r *Reconciler) enqueueKey(q queue, k Key) {
 // request when some cannot be served) and the keys of the attachments recording it.
 func (r *Reconciler) enqueueForPod(ctx context.Context, pod *corev1.Pod, q queue) {
 	if pod.Namespace == r.cfg.MountpointPod.Namespace {
-		if pod.Labels[LabelComponent] != ComponentMountpoint {
+		if pod.Labels[podcontract.LabelComponent] != podcontract.ComponentMountpoint {
 			return
 		}
 		q.Add(Request{MountpointPod: pod.Name})
-		r.enqueueAttachmentsBy(ctx, IndexMountpointPod, pod.Name, q)
+		r.enqueueAttachmentsBy(ctx, podcontract.IndexMountpointPod, pod.Name, q)
 		return
 	}
 	if len(claimNames(pod)) == 0 {
@@ -55,7 +56,7 @@ func (r *Reconciler) enqueueForPod(ctx context.Context, pod *corev1.Pod, q queue
 	if len(problems) > 0 && !isEnded(pod) {
 		q.Add(Request{Pod: client.ObjectKeyFromObject(pod)})
 	}
-	r.enqueueAttachmentsBy(ctx, IndexWorkloadUID, string(pod.UID), q)
+	r.enqueueAttachmentsBy(ctx, podcontract.IndexWorkloadUID, string(pod.UID), q)
 }
 
 // enqueueAttachmentsBy adds the keys of the attachments whose index field has value.
@@ -66,7 +67,7 @@ func (r *Reconciler) enqueueAttachmentsBy(ctx context.Context, field, value stri
 		return
 	}
 	for i := range list.Items {
-		r.enqueueKey(q, keyOf(&list.Items[i]))
+		r.enqueueKey(q, podcontract.KeyOf(&list.Items[i]))
 	}
 }
 
@@ -101,8 +102,8 @@ func (r *Reconciler) enqueueForClaim(ctx context.Context, namespace, name string
 func podChanged(old, cur *corev1.Pod) bool {
 	return old.Spec.NodeName != cur.Spec.NodeName || old.Status.Phase != cur.Status.Phase ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
-		old.Annotations[AnnotationNeedsUnmount] != cur.Annotations[AnnotationNeedsUnmount] ||
-		old.Annotations[AnnotationNoNewWorkload] != cur.Annotations[AnnotationNoNewWorkload]
+		old.Annotations[podcontract.AnnotationNeedsUnmount] != cur.Annotations[podcontract.AnnotationNeedsUnmount] ||
+		old.Annotations[podcontract.AnnotationNoNewWorkload] != cur.Annotations[podcontract.AnnotationNoNewWorkload]
 }
 
 func (r *Reconciler) podHandler() handler.TypedEventHandler[*corev1.Pod, Request] {
@@ -148,7 +149,7 @@ func (r *Reconciler) volumeHandler() handler.TypedEventHandler[*corev1.Persisten
 		if ref := pv.Spec.ClaimRef; ref != nil {
 			r.enqueueForClaim(ctx, ref.Namespace, ref.Name, q)
 		}
-		r.enqueueAttachmentsBy(ctx, IndexPVName, pv.Name, q)
+		r.enqueueAttachmentsBy(ctx, podcontract.IndexPVName, pv.Name, q)
 	}
 	return handler.TypedFuncs[*corev1.PersistentVolume, Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*corev1.PersistentVolume], q queue) {
@@ -164,7 +165,7 @@ func (r *Reconciler) volumeHandler() handler.TypedEventHandler[*corev1.Persisten
 }
 
 func (r *Reconciler) attachmentHandler() handler.TypedEventHandler[*crdv2.MountpointS3PodAttachment, Request] {
-	on := func(a *crdv2.MountpointS3PodAttachment, q queue) { r.enqueueKey(q, keyOf(a)) }
+	on := func(a *crdv2.MountpointS3PodAttachment, q queue) { r.enqueueKey(q, podcontract.KeyOf(a)) }
 	return handler.TypedFuncs[*crdv2.MountpointS3PodAttachment, Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*crdv2.MountpointS3PodAttachment], q queue) {
 			on(e.Object, q)
@@ -183,7 +184,7 @@ func (r *Reconciler) attachmentHandler() handler.TypedEventHandler[*crdv2.Mountp
 func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*corev1.Node, Request] {
 	return handler.TypedFuncs[*corev1.Node, Request]{
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*corev1.Node], q queue) {
-			if e.ObjectOld.Labels[mounter.LabelMounter] == e.ObjectNew.Labels[mounter.LabelMounter] {
+			if e.ObjectOld.Labels[mountmode.Label] == e.ObjectNew.Labels[mountmode.Label] {
 				return
 			}
 			var pods corev1.PodList
@@ -261,10 +262,10 @@ func resyncEvery(ctx context.Context, c client.Reader, ns string, every time.Dur
 			continue
 		}
 		for i := range atts.Items {
-			out <- event.TypedGenericEvent[Request]{Object: Request{Key: keyOf(&atts.Items[i])}}
+			out <- event.TypedGenericEvent[Request]{Object: Request{Key: podcontract.KeyOf(&atts.Items[i])}}
 		}
 		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{LabelComponent: ComponentMountpoint}); err != nil {
+		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{podcontract.LabelComponent: podcontract.ComponentMountpoint}); err != nil {
 			log.FromContext(ctx).Error(err, "Resync: listing Mountpoint Pods failed")
 			continue
 		}

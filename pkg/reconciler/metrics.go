@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // metrics are exported through controller-runtime's registry (the manager's /metrics).
@@ -74,7 +75,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descWorkloads, prometheus.GaugeValue, float64(workloads))
 	}
 	var pods corev1.PodList
-	if err := c.reader.List(ctx, &pods, client.InNamespace(c.namespace), client.MatchingLabels{LabelComponent: ComponentMountpoint}); err == nil {
+	if err := c.reader.List(ctx, &pods, client.InNamespace(c.namespace), client.MatchingLabels{podcontract.LabelComponent: podcontract.ComponentMountpoint}); err == nil {
 		byPhase := map[corev1.PodPhase]int{corev1.PodPending: 0, corev1.PodRunning: 0, corev1.PodSucceeded: 0, corev1.PodFailed: 0}
 		for _, p := range pods.Items {
 			phase := p.Status.Phase

@@ -1,29 +1,12 @@
 package reconciler
 
 import (
-	"regexp"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/s3csi/s3-csi-driver/pkg/version"
-)
-
-// Labels and annotations on Mountpoint Pods. The needs-unmount and no-new-workload annotations
-// are an interface with the node plugin and with operators.
-const (
-	LabelDriverVersion      = version.DriverName + "/mounted-by-csi-driver-version"
-	LabelVolumeName         = version.DriverName + "/volume-name"
-	LabelWorkloadUID        = version.DriverName + "/pod-uid"
-	LabelComponent          = "app.kubernetes.io/component"
-	ComponentMountpoint     = "mountpoint"
-	AnnotationVolumeName    = version.DriverName + "/volume-name"
-	AnnotationVolumeID      = version.DriverName + "/volume-id"
-	AnnotationNeedsUnmount  = version.DriverName + "/needs-unmount"
-	AnnotationNoNewWorkload = version.DriverName + "/no-new-workload"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // MountpointPodConfig is how Mountpoint Pods are built.
@@ -44,41 +27,19 @@ type MountpointPodConfig struct {
 	DriverVersion string
 }
 
-// The mounter runs as this non-root user; the comm volume is group-owned by it.
-const mountpointUID = 1000
-
-var labelValueRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-
-// labelValue returns v when it is a valid label value, "" otherwise.
-func labelValue(v string) string {
-	if len(v) <= validation.LabelValueMaxLength && labelValueRE.MatchString(v) {
-		return v
-	}
-	return ""
-}
-
-// VersionLabel is the value of LabelDriverVersion for a driver version (sanitised to a valid
-// label value).
-func VersionLabel(v string) string {
-	if lv := labelValue(v); lv != "" {
-		return lv
-	}
-	return "invalid-version"
-}
-
 // buildMountpointPod returns the Mountpoint Pod for key, named name, created on behalf of the
 // workload pod with UID workloadUID. It runs scality-csi-mounter non-root with every capability
 // dropped, pinned to the key's node by required node affinity (so the scheduler still checks
 // the node's taints and resources), with a memory-backed emptyDir "comm" at /comm through which
 // the node plugin hands over the FUSE mount.
-func buildMountpointPod(cfg MountpointPodConfig, key Key, name, workloadUID string) *corev1.Pod {
+func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, workloadUID string) *corev1.Pod {
 	labels := map[string]string{
-		LabelComponent:     ComponentMountpoint,
-		LabelDriverVersion: VersionLabel(cfg.DriverVersion),
-		LabelWorkloadUID:   labelValue(workloadUID),
+		podcontract.LabelComponent:     podcontract.ComponentMountpoint,
+		podcontract.LabelDriverVersion: podcontract.VersionLabel(cfg.DriverVersion),
+		podcontract.LabelWorkloadUID:   podcontract.LabelValue(workloadUID),
 	}
-	if lv := labelValue(key.PVName); lv != "" {
-		labels[LabelVolumeName] = lv
+	if lv := podcontract.LabelValue(key.PVName); lv != "" {
+		labels[podcontract.LabelVolumeName] = lv
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -86,8 +47,8 @@ func buildMountpointPod(cfg MountpointPodConfig, key Key, name, workloadUID stri
 			Namespace: cfg.Namespace,
 			Labels:    labels,
 			Annotations: map[string]string{
-				AnnotationVolumeName: key.PVName,
-				AnnotationVolumeID:   key.VolumeID,
+				podcontract.AnnotationVolumeName: key.PVName,
+				podcontract.AnnotationVolumeID:   key.VolumeID,
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -108,9 +69,9 @@ func buildMountpointPod(cfg MountpointPodConfig, key Key, name, workloadUID stri
 			}},
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To[int64](mountpointUID),
-				RunAsGroup:     ptr.To[int64](mountpointUID),
-				FSGroup:        ptr.To[int64](mountpointUID),
+				RunAsUser:      ptr.To[int64](podcontract.MountpointUID),
+				RunAsGroup:     ptr.To[int64](podcontract.MountpointUID),
+				FSGroup:        ptr.To[int64](podcontract.MountpointUID),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
@@ -124,10 +85,10 @@ func buildMountpointPod(cfg MountpointPodConfig, key Key, name, workloadUID stri
 					RunAsNonRoot:             ptr.To(true),
 					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "comm", MountPath: "/comm"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: podcontract.CommVolume, MountPath: podcontract.CommMountPath}},
 			}},
 			Volumes: []corev1.Volume{{
-				Name: "comm",
+				Name: podcontract.CommVolume,
 				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 					Medium:    corev1.StorageMediumMemory,
 					SizeLimit: ptr.To(resource.MustParse("10Mi")),
@@ -135,8 +96,8 @@ func buildMountpointPod(cfg MountpointPodConfig, key Key, name, workloadUID stri
 			}},
 		},
 	}
-	if labels[LabelWorkloadUID] == "" {
-		delete(pod.Labels, LabelWorkloadUID)
+	if labels[podcontract.LabelWorkloadUID] == "" {
+		delete(pod.Labels, podcontract.LabelWorkloadUID)
 	}
 	return pod
 }

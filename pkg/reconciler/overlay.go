@@ -5,6 +5,7 @@ import (
 	"time"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // overlay remembers the controller's own latest attachment writes per key, until the cache has
@@ -12,7 +13,7 @@ import (
 // from a stale cached copy (which would cost a conflict and a retry, or a duplicate create).
 type overlay struct {
 	mu      sync.Mutex
-	written map[Key]writtenAttachment
+	written map[podcontract.Key]writtenAttachment
 }
 
 type writtenAttachment struct {
@@ -21,17 +22,17 @@ type writtenAttachment struct {
 }
 
 // remember records a write (obj nil for a delete of an object at version replaced).
-func (o *overlay) remember(k Key, obj *crdv2.MountpointS3PodAttachment, replaced string) {
+func (o *overlay) remember(k podcontract.Key, obj *crdv2.MountpointS3PodAttachment, replaced string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.written == nil {
-		o.written = map[Key]writtenAttachment{}
+		o.written = map[podcontract.Key]writtenAttachment{}
 	}
 	o.written[k] = writtenAttachment{obj: obj, replaced: replaced}
 }
 
 // forget drops what is remembered for k (after a conflict: the cache knows better).
-func (o *overlay) forget(k Key) {
+func (o *overlay) forget(k podcontract.Key) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.written, k)
@@ -40,7 +41,7 @@ func (o *overlay) forget(k Key) {
 // resolve returns the current attachment of key k named name, given the cached copy (nil when
 // the cache has none). A cached copy older than our own write is replaced by the write; once the
 // cache has our write (or something newer) the memory is dropped.
-func (o *overlay) resolve(k Key, cached *crdv2.MountpointS3PodAttachment) *crdv2.MountpointS3PodAttachment {
+func (o *overlay) resolve(k podcontract.Key, cached *crdv2.MountpointS3PodAttachment) *crdv2.MountpointS3PodAttachment {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	w, ok := o.written[k]

@@ -17,7 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -26,7 +27,7 @@ import (
 //   - Pod: a workload some of whose volumes cannot be served yet: report why (events);
 //   - MountpointPod: housekeeping of one Mountpoint Pod (delete when Succeeded, retire orphans).
 type Request struct {
-	Key           Key
+	Key           podcontract.Key
 	Pod           types.NamespacedName
 	MountpointPod string
 }
@@ -39,8 +40,8 @@ type Config struct {
 	// OrphanGrace is how old an unreferenced Mountpoint Pod must be before it is retired.
 	OrphanGrace time.Duration
 	// DefaultMode is the cluster's default mount mode; a node's label overrides it
-	// (mounter.ResolveMode). New workloads get Mountpoint Pods only on pod-mode nodes.
-	DefaultMode mounter.Mode
+	// (mountmode.Resolve). New workloads get Mountpoint Pods only on pod-mode nodes.
+	DefaultMode mountmode.Mode
 }
 
 // Reconciler implements reconcile.TypedReconciler[Request].
@@ -55,7 +56,7 @@ type Reconciler struct {
 	expect  podExpectations
 
 	mu   sync.Mutex
-	last map[Key]time.Time // when each key was last reconciled (for coalescing)
+	last map[podcontract.Key]time.Time // when each key was last reconciled (for coalescing)
 }
 
 var _ reconcile.TypedReconciler[Request] = (*Reconciler)(nil)
@@ -80,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Resu
 	default:
 		r.mu.Lock()
 		if r.last == nil {
-			r.last = map[Key]time.Time{}
+			r.last = map[podcontract.Key]time.Time{}
 		}
 		r.last[req.Key] = time.Now()
 		r.mu.Unlock()
@@ -108,7 +109,7 @@ func requestKind(req Request) string {
 }
 
 // sinceLast reports how long ago key was last reconciled (a large value when never).
-func (r *Reconciler) sinceLast(k Key) time.Duration {
+func (r *Reconciler) sinceLast(k podcontract.Key) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.last[k]
@@ -131,7 +132,7 @@ func (r *Reconciler) pruneLast() {
 
 // nodeMode returns a node's effective mount mode, resolved exactly as the node plugin resolves
 // it. A node the cache does not know gets the default.
-func (r *Reconciler) nodeMode(ctx context.Context, name string) (mounter.Mode, error) {
+func (r *Reconciler) nodeMode(ctx context.Context, name string) (mountmode.Mode, error) {
 	var node corev1.Node
 	if err := r.client.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -139,13 +140,13 @@ func (r *Reconciler) nodeMode(ctx context.Context, name string) (mounter.Mode, e
 		}
 		return "", err
 	}
-	mode, _ := mounter.ResolveMode(node.Labels, r.defaultMode()) // the node plugin reports invalid labels
+	mode, _ := mountmode.Resolve(node.Labels, r.defaultMode()) // the node plugin reports invalid labels
 	return mode, nil
 }
 
-func (r *Reconciler) defaultMode() mounter.Mode {
+func (r *Reconciler) defaultMode() mountmode.Mode {
 	if r.cfg.DefaultMode == "" {
-		return mounter.ModePod
+		return mountmode.Default
 	}
 	return r.cfg.DefaultMode
 }
@@ -166,11 +167,11 @@ func isOurs(pv *corev1.PersistentVolume) bool {
 // workloadKeys returns the sharing keys of pod's volumes that this driver serves, and the
 // problems that keep other volumes of this driver from being served. Only the cache is read.
 // Pods in the Mountpoint namespace and unscheduled pods have no keys.
-func (r *Reconciler) workloadKeys(ctx context.Context, pod *corev1.Pod) ([]Key, []problem, error) {
+func (r *Reconciler) workloadKeys(ctx context.Context, pod *corev1.Pod) ([]podcontract.Key, []problem, error) {
 	if pod.Namespace == r.cfg.MountpointPod.Namespace || pod.Spec.NodeName == "" {
 		return nil, nil, nil
 	}
-	var keys []Key
+	var keys []podcontract.Key
 	var problems []problem
 	for _, claim := range claimNames(pod) {
 		k, p, err := r.volumeKey(ctx, pod, claim)
@@ -189,7 +190,7 @@ func (r *Reconciler) workloadKeys(ctx context.Context, pod *corev1.Pod) ([]Key, 
 
 // volumeKey resolves one PVC of pod to its key, or to a problem when the volume is this
 // driver's but cannot be served yet, or to neither when it is not this driver's.
-func (r *Reconciler) volumeKey(ctx context.Context, pod *corev1.Pod, claim string) (*Key, *problem, error) {
+func (r *Reconciler) volumeKey(ctx context.Context, pod *corev1.Pod, claim string) (*podcontract.Key, *problem, error) {
 	var pvc corev1.PersistentVolumeClaim
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: claim}, &pvc); err != nil {
 		return nil, nil, client.IgnoreNotFound(err)

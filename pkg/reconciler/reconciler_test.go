@@ -1,10 +1,7 @@
 package reconciler
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,45 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
-
-func TestKeyStringIsUnambiguous(t *testing.T) {
-	a := Key{NodeName: "n", PVName: "a;b", VolumeID: "c"}
-	b := Key{NodeName: "n", PVName: "a", VolumeID: "b;c"}
-	if a.String() == b.String() {
-		t.Fatalf("keys %+v and %+v render the same: %s", a, b, a.String())
-	}
-	if AttachmentName(a) == AttachmentName(b) {
-		t.Fatal("different keys get one attachment name")
-	}
-	// Deterministic: an equal key built anew gets the same name.
-	if again := (Key{NodeName: "n", PVName: "a;b", VolumeID: "c"}); AttachmentName(again) != AttachmentName(a) {
-		t.Fatal("attachment names are not a function of the key")
-	}
-	if n := AttachmentName(a); len(n) > 63 || !strings.HasPrefix(n, "s3pa-") {
-		t.Errorf("attachment name %q", n)
-	}
-}
-
-func TestMountpointPodName(t *testing.T) {
-	sum := sha256.Sum224([]byte("uid-1" + "pv-1"))
-	if got, want := MountpointPodName("uid-1", "pv-1"), "mp-"+hex.EncodeToString(sum[:]); got != want {
-		t.Fatalf("name = %s, want %s", got, want)
-	}
-}
-
-func TestLabelValue(t *testing.T) {
-	for v, want := range map[string]string{
-		"pv-1": "pv-1", "v1.2.3": "v1.2.3", "": "", "-bad": "", "bad-": "", strings.Repeat("a", 64): "", "a/b": "",
-	} {
-		if got := labelValue(v); got != want {
-			t.Errorf("labelValue(%q) = %q, want %q", v, got, want)
-		}
-	}
-	if VersionLabel("not valid!") != "invalid-version" {
-		t.Error("invalid version not sanitised")
-	}
-}
 
 func att(rv string, uids ...string) *crdv2.MountpointS3PodAttachment {
 	a := &crdv2.MountpointS3PodAttachment{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: rv}}
@@ -65,7 +25,7 @@ func att(rv string, uids ...string) *crdv2.MountpointS3PodAttachment {
 }
 
 func TestOverlayResolve(t *testing.T) {
-	k := Key{NodeName: "n"}
+	k := podcontract.Key{NodeName: "n"}
 	var o overlay
 	if got := o.resolve(k, att("1", "x")); got.ResourceVersion != "1" {
 		t.Fatal("nothing remembered: the cache is the truth")
@@ -147,7 +107,7 @@ func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
 	now := metav1.Now()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", DeletionTimestamp: &now, Labels: map[string]string{"l": "v"},
-			Annotations: map[string]string{AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+			Annotations: map[string]string{podcontract.AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
 		Spec: corev1.PodSpec{
 			NodeName:        "node",
 			SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](5), RunAsUser: ptr.To[int64](7)},
@@ -164,7 +124,7 @@ func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
 	out, _ := stripPod(pod)
 	p := out.(*corev1.Pod)
 	if p.Spec.NodeName != "node" || *p.Spec.SecurityContext.FSGroup != 5 || p.Status.Phase != corev1.PodRunning ||
-		p.UID != "u" || p.DeletionTimestamp == nil || p.Annotations[AnnotationNeedsUnmount] != "true" || p.Labels["l"] != "v" {
+		p.UID != "u" || p.DeletionTimestamp == nil || p.Annotations[podcontract.AnnotationNeedsUnmount] != "true" || p.Labels["l"] != "v" {
 		t.Errorf("lost a field the reconciler reads: %+v", p)
 	}
 	if got := claimNames(p); !slices.Equal(got, []string{"c1", "p-scratch"}) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -53,7 +54,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg Config, opts Options) (
 	if cfg.MountpointPod.Namespace == "" || cfg.MountpointPod.Image == "" {
 		return nil, fmt.Errorf("reconciler: Mountpoint Pod namespace and image are required")
 	}
-	if err := IndexAttachments(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := podcontract.IndexAttachments(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
 	if err := indexPods(ctx, mgr.GetFieldIndexer()); err != nil {

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
-	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -60,15 +60,15 @@ func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 
 	atts := e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], w.UID) })
 	a := atts[0]
-	key := reconciler.Key{NodeName: e.node(1), PVName: pv, VolumeID: pv + "-handle", MountOptions: "allow-delete,uid=1000", FSGroup: "2000", AuthSource: "driver"}
-	if a.Name != reconciler.AttachmentName(key) {
-		t.Errorf("attachment name %s, want the deterministic %s", a.Name, reconciler.AttachmentName(key))
+	key := podcontract.Key{NodeName: e.node(1), PVName: pv, VolumeID: pv + "-handle", MountOptions: "allow-delete,uid=1000", FSGroup: "2000", AuthSource: "driver"}
+	if a.Name != podcontract.AttachmentName(key) {
+		t.Errorf("attachment name %s, want the deterministic %s", a.Name, podcontract.AttachmentName(key))
 	}
 	if a.Spec.NodeName != key.NodeName || a.Spec.PersistentVolumeName != pv || a.Spec.VolumeID != key.VolumeID ||
 		a.Spec.MountOptions != key.MountOptions || a.Spec.WorkloadFSGroup != "2000" || a.Spec.AuthenticationSource != "driver" {
 		t.Errorf("attachment spec = %+v", a.Spec)
 	}
-	mpName := reconciler.MountpointPodName(string(w.UID), pv)
+	mpName := podcontract.MountpointPodName(string(w.UID), pv)
 	if _, ok := a.Spec.MountpointS3PodAttachments[mpName]; !ok {
 		t.Fatalf("attachment does not name the Mountpoint Pod %s: %v", mpName, workloadsOf(a))
 	}
@@ -97,9 +97,9 @@ func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 			!slices.ContainsFunc(mp.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "" && t.Operator == corev1.TolerationOpExists }),
 		"no API token":            mp.Spec.AutomountServiceAccountToken != nil && !*mp.Spec.AutomountServiceAccountToken,
 		"restarts on failure":     mp.Spec.RestartPolicy == corev1.RestartPolicyOnFailure,
-		"version label":           mp.Labels[reconciler.LabelDriverVersion] != "",
-		"PV label and annotation": mp.Labels[reconciler.LabelVolumeName] == pv && mp.Annotations[reconciler.AnnotationVolumeName] == pv,
-		"workload label":          mp.Labels[reconciler.LabelWorkloadUID] == string(w.UID),
+		"version label":           mp.Labels[podcontract.LabelDriverVersion] != "",
+		"PV label and annotation": mp.Labels[podcontract.LabelVolumeName] == pv && mp.Annotations[podcontract.AnnotationVolumeName] == pv,
+		"workload label":          mp.Labels[podcontract.LabelWorkloadUID] == string(w.UID),
 	}
 	for what, ok := range checks {
 		if !ok {
@@ -220,7 +220,7 @@ func TestNoSharingWithRetiredOrForeignMountpointPods(t *testing.T) {
 	mpFirst := firstKey(atts[0].Spec.MountpointS3PodAttachments)
 
 	// An operator stops new workloads from joining: the next workload gets its own pod.
-	patchPod(t, e, mpFirst, `{"metadata":{"annotations":{"`+reconciler.AnnotationNoNewWorkload+`":"true"}}}`)
+	patchPod(t, e, mpFirst, `{"metadata":{"annotations":{"`+podcontract.AnnotationNoNewWorkload+`":"true"}}}`)
 	second := e.pod("second", e.node(1), nil, claim)
 	atts = e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string {
 		if n := len(a[0].Spec.MountpointS3PodAttachments); n != 2 {
@@ -238,7 +238,7 @@ func TestNoSharingWithRetiredOrForeignMountpointPods(t *testing.T) {
 		t.Fatalf("second workload joined %q, want a new Mountpoint Pod", mpSecond)
 	}
 	// A pod made by another driver version is not shared either.
-	patchPod(t, e, mpSecond, `{"metadata":{"labels":{"`+reconciler.LabelDriverVersion+`":"v0.0.1-old"}}}`)
+	patchPod(t, e, mpSecond, `{"metadata":{"labels":{"`+podcontract.LabelDriverVersion+`":"v0.0.1-old"}}}`)
 	third := e.pod("third", e.node(1), nil, claim)
 	e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string {
 		if n := len(a[0].Spec.MountpointS3PodAttachments); n != 3 {
@@ -285,7 +285,7 @@ func TestGenericEphemeralVolume(t *testing.T) {
 	if atts[0].Spec.PersistentVolumeName != pv {
 		t.Errorf("attachment for PV %s, want %s", atts[0].Spec.PersistentVolumeName, pv)
 	}
-	mpName := reconciler.MountpointPodName(string(p.UID), pv)
+	mpName := podcontract.MountpointPodName(string(p.UID), pv)
 	harness.Eventually(t, 20*time.Second, func() string {
 		var mp corev1.Pod
 		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: mpNamespace, Name: mpName}, &mp); err != nil {

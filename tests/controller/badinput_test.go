@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -140,10 +141,10 @@ func TestNamesAtTheLengthLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mp.Annotations[reconciler.AnnotationVolumeName] != pvName {
+	if mp.Annotations[podcontract.AnnotationVolumeName] != pvName {
 		t.Errorf("Mountpoint Pod annotation lacks the full PV name")
 	}
-	if _, ok := mp.Labels[reconciler.LabelVolumeName]; ok {
+	if _, ok := mp.Labels[podcontract.LabelVolumeName]; ok {
 		t.Errorf("a 253-character PV name was put in a label (limit 63)")
 	}
 	if !e.ctrl.Running() {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -40,7 +41,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 	e.deletePod(w1) // deleted
 	e.setPhase(w2, corev1.PodSucceeded)
 	e.expectAttachments(1, func(a []crdv2.MountpointS3PodAttachment) string { return hasWorkloads(a[0], w3.UID) })
-	if p, _ := e.mountpointPod(mp); p.Annotations[reconciler.AnnotationNeedsUnmount] != "" {
+	if p, _ := e.mountpointPod(mp); p.Annotations[podcontract.AnnotationNeedsUnmount] != "" {
 		t.Fatal("Mountpoint Pod retired while a workload still uses it")
 	}
 
@@ -50,7 +51,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		if p.Annotations[reconciler.AnnotationNeedsUnmount] != "true" {
+		if p.Annotations[podcontract.AnnotationNeedsUnmount] != "true" {
 			return "Mountpoint Pod not annotated needs-unmount"
 		}
 		return ""
@@ -139,8 +140,8 @@ func TestStaleAndOrphanCleanup(t *testing.T) {
 	// once older than the grace period.
 	orphan := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "mp-orphan-" + e.id, Namespace: mpNamespace,
-			Labels:      map[string]string{reconciler.LabelComponent: reconciler.ComponentMountpoint},
-			Annotations: map[string]string{reconciler.AnnotationVolumeName: pv}},
+			Labels:      map[string]string{podcontract.LabelComponent: podcontract.ComponentMountpoint},
+			Annotations: map[string]string{podcontract.AnnotationVolumeName: pv}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mountpoint", Image: "x"}}},
 	}
 	if err := e.c.Create(context.Background(), orphan); err != nil {
@@ -152,7 +153,7 @@ func TestStaleAndOrphanCleanup(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		if p.Annotations[reconciler.AnnotationNeedsUnmount] != "true" {
+		if p.Annotations[podcontract.AnnotationNeedsUnmount] != "true" {
 			return "orphan not retired"
 		}
 		return ""
@@ -161,7 +162,7 @@ func TestStaleAndOrphanCleanup(t *testing.T) {
 	if time.Since(created) < 2*time.Second {
 		t.Errorf("orphan retired after %v, before its 3 s grace period", time.Since(created))
 	}
-	if p, _ := e.mountpointPod(mp); p.Annotations[reconciler.AnnotationNeedsUnmount] != "" {
+	if p, _ := e.mountpointPod(mp); p.Annotations[podcontract.AnnotationNeedsUnmount] != "" {
 		t.Error("the live Mountpoint Pod was retired")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
-	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -114,7 +114,7 @@ func (e *env) activeMountpointPods(atts []crdv2.MountpointS3PodAttachment) []str
 	}
 	var out []string
 	for _, p := range e.mountpointPods() {
-		if named[p.Name] || p.Annotations[reconciler.AnnotationNeedsUnmount] == "" {
+		if named[p.Name] || p.Annotations[podcontract.AnnotationNeedsUnmount] == "" {
 			out = append(out, p.Name)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
-	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -255,7 +255,7 @@ func (e *env) mountpointPods() []corev1.Pod {
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
-		if strings.HasPrefix(p.Annotations[reconciler.AnnotationVolumeName], e.id+"-") {
+		if strings.HasPrefix(p.Annotations[podcontract.AnnotationVolumeName], e.id+"-") {
 			out = append(out, p)
 		}
 	}

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
-	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/mounter/systemd"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -76,8 +76,8 @@ func run(t harness.TB) {
 
 	const nodeName = "demo-node"
 	kubelet := harness.NewKubeletDir(t)
-	step("Creating node %s labelled %s=systemd (the cluster default is pod).", nodeName, mounter.LabelMounter)
-	must(t, kube.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{mounter.LabelMounter: "systemd"}}}))
+	step("Creating node %s labelled %s=systemd (the cluster default is pod).", nodeName, mountmode.Label)
+	must(t, kube.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{mountmode.Label: "systemd"}}}))
 	sd := harness.StartSystemd(t, kubelet)
 	harness.CleanupMounts(t, kubelet)
 	harness.StartMountpointKubelet(t, kube, nodeName, kubelet, "mount-s3")
@@ -114,9 +114,9 @@ func run(t harness.TB) {
 	say("A wrote from-a.txt")
 	setRunning(t, kube, a)
 
-	step("Migrating the node live: relabelling %s with %s=pod.", nodeName, mounter.LabelMounter)
+	step("Migrating the node live: relabelling %s with %s=pod.", nodeName, mountmode.Label)
 	must(t, kube.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}},
-		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+mounter.LabelMounter+`":"pod"}}}`))))
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+mountmode.Label+`":"pod"}}}`))))
 	waitFor(t, func() bool { return effectiveMode(t, kube, nodeName) == "pod" })
 	say("the node plugin switched without a restart: effective mode %s (annotation on the Node)", effectiveMode(t, kube, nodeName))
 	must(t, os.WriteFile(filepath.Join(ta, "a-still-works.txt"), []byte("A keeps its systemd mount\n"), 0o644))

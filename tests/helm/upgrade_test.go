@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -95,7 +95,7 @@ func TestValuesOf1xRefused(t *testing.T) {
 }
 
 // TestOneDefaultMode: the chart's mounter.defaultMode, the node plugin's and the controller's
-// --default-mounter defaults are one value, mounter.DefaultMode.
+// --default-mounter defaults are one value, mountmode.Default.
 func TestOneDefaultMode(t *testing.T) {
 	out, err := harness.Helm(t, "show", "values", harness.ChartDir())
 	harness.Must(t, err)
@@ -105,12 +105,12 @@ func TestOneDefaultMode(t *testing.T) {
 		} `json:"mounter"`
 	}
 	harness.Must(t, yaml.Unmarshal([]byte(out), &v))
-	if v.Mounter.DefaultMode != string(mounter.DefaultMode) {
-		t.Errorf("chart mounter.defaultMode = %q, code default %q", v.Mounter.DefaultMode, mounter.DefaultMode)
+	if v.Mounter.DefaultMode != string(mountmode.Default) {
+		t.Errorf("chart mounter.defaultMode = %q, code default %q", v.Mounter.DefaultMode, mountmode.Default)
 	}
 	for _, bin := range []string{"scality-s3-csi-driver", "scality-csi-controller"} {
 		help, _ := exec.Command(harness.Bin(t, bin), "-h").CombinedOutput()
-		want := fmt.Sprintf("(default %q)", string(mounter.DefaultMode))
+		want := fmt.Sprintf("(default %q)", string(mountmode.Default))
 		i := strings.Index(string(help), "-default-mounter")
 		if i < 0 || !strings.Contains(string(help[i:min(len(help), i+400)]), want) {
 			t.Errorf("%s --default-mounter: want the default %s in its help", bin, want)

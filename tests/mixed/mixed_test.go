@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -36,15 +36,15 @@ func TestMixedCluster(t *testing.T) {
 	pv := c.volume("shared", "shared")
 	metal := c.node("metal", nodeOpts{label: "systemd", noPodAccess: true, noKubelet: true})
 	podNode := c.node("pod", nodeOpts{})
-	metal.waitEffective(mounter.ModeSystemd)
-	podNode.waitEffective(mounter.ModePod)
+	metal.waitEffective(mountmode.Systemd)
+	podNode.waitEffective(mountmode.Pod)
 
 	wm, wp := metal.workload("on-metal", pv), podNode.workload("on-pod", pv)
 	tm, tp := metal.publish(wm, pv), podNode.publish(wp, pv)
-	if m := metal.modeOf(tm); m != mounter.ModeSystemd || metal.unitOf(tm) == "" {
+	if m := metal.modeOf(tm); m != mountmode.Systemd || metal.unitOf(tm) == "" {
 		t.Fatalf("metal node mounted in %q mode (unit %q), want systemd", m, metal.unitOf(tm))
 	}
-	if m := podNode.modeOf(tp); m != mounter.ModePod {
+	if m := podNode.modeOf(tp); m != mountmode.Pod {
 		t.Fatalf("pod node mounted in %q mode, want pod", m)
 	}
 	harness.Must(t, os.WriteFile(filepath.Join(tm, "from-metal.txt"), []byte("metal"), 0o644))
@@ -82,11 +82,11 @@ func TestPodMounterDisabled(t *testing.T) {
 	c.s3.CreateBucket(t, "nopod")
 	pv := c.volume("nopod", "nopod")
 	n := c.node("nopod", nodeOpts{label: "systemd", noPodAccess: true, noKubelet: true, podMounter: "false"})
-	n.waitEffective(mounter.ModeSystemd)
+	n.waitEffective(mountmode.Systemd)
 
 	w := n.workload("w", pv)
 	target := n.publish(w, pv)
-	if m := n.modeOf(target); m != mounter.ModeSystemd {
+	if m := n.modeOf(target); m != mountmode.Systemd {
 		t.Fatalf("mounted in %q mode, want systemd", m)
 	}
 	harness.Must(t, os.WriteFile(filepath.Join(target, "f.txt"), []byte("systemd"), 0o644))
@@ -96,7 +96,7 @@ func TestPodMounterDisabled(t *testing.T) {
 	}
 
 	// A node moved to pod mode although the plugin runs without it.
-	n.relabel("pod", mounter.ModePod)
+	n.relabel("pod", mountmode.Pod)
 	w2 := n.workload("w2", pv)
 	req := n.publishReq(w2, pv, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -129,18 +129,18 @@ func TestMigrationSystemdToPod(t *testing.T) {
 	c.s3.CreateBucket(t, "migrate")
 	pv := c.volume("migrate", "migrate")
 	n := c.node("n", nodeOpts{label: "systemd"})
-	n.waitEffective(mounter.ModeSystemd)
+	n.waitEffective(mountmode.Systemd)
 
 	a := n.workload("a", pv)
 	ta := n.publish(a, pv)
 	setPhase(t, a, corev1.PodRunning)
 	unit := n.unitOf(ta)
 	pidBefore := mainPID(t, n, unit)
-	if unit == "" || n.modeOf(ta) != mounter.ModeSystemd {
+	if unit == "" || n.modeOf(ta) != mountmode.Systemd {
 		t.Fatalf("A not mounted in systemd mode")
 	}
 
-	n.relabel("pod", mounter.ModePod)
+	n.relabel("pod", mountmode.Pod)
 
 	// A keeps reading and writing; its republish goes to systemd (new credentials are written in
 	// the systemd state directory, the unit's mount-s3 keeps running).
@@ -164,7 +164,7 @@ func TestMigrationSystemdToPod(t *testing.T) {
 
 	b := n.workload("b", pv)
 	tb := n.publish(b, pv)
-	if n.modeOf(tb) != mounter.ModePod || len(n.mountpointPods()) != 1 {
+	if n.modeOf(tb) != mountmode.Pod || len(n.mountpointPods()) != 1 {
 		t.Fatalf("B mounted in %q mode with %d Mountpoint Pods, want pod and 1", n.modeOf(tb), len(n.mountpointPods()))
 	}
 	if !slices.Contains(attachedUIDs(n.attachments()), string(b.UID)) || slices.Contains(attachedUIDs(n.attachments()), string(a.UID)) {
@@ -197,24 +197,24 @@ func TestRollbackPodToSystemd(t *testing.T) {
 	c.s3.CreateBucket(t, "rollback")
 	pv := c.volume("rollback", "rollback")
 	n := c.node("n", nodeOpts{label: "pod"})
-	n.waitEffective(mounter.ModePod)
+	n.waitEffective(mountmode.Pod)
 
 	p := n.workload("p", pv)
 	tp := n.publish(p, pv)
 	setPhase(t, p, corev1.PodRunning)
-	if n.modeOf(tp) != mounter.ModePod {
+	if n.modeOf(tp) != mountmode.Pod {
 		t.Fatal("P not mounted in pod mode")
 	}
-	n.relabel("systemd", mounter.ModeSystemd)
+	n.relabel("systemd", mountmode.Systemd)
 	if _, err := n.drv.Node.NodePublishVolume(context.Background(), n.publishReq(p, pv, "")); err != nil {
 		t.Fatalf("republish of P after the rollback: %v", err)
 	}
-	if n.modeOf(tp) != mounter.ModePod || n.unitOf(tp) != "" {
+	if n.modeOf(tp) != mountmode.Pod || n.unitOf(tp) != "" {
 		t.Fatal("P's republish changed its mode")
 	}
 	s := n.workload("s", pv)
 	ts := n.publish(s, pv)
-	if n.modeOf(ts) != mounter.ModeSystemd || n.unitOf(ts) == "" {
+	if n.modeOf(ts) != mountmode.Systemd || n.unitOf(ts) == "" {
 		t.Fatalf("S mounted in %q mode, want systemd", n.modeOf(ts))
 	}
 	if len(n.mountpointPods()) != 1 {
@@ -246,19 +246,19 @@ func TestRestartMidMigration(t *testing.T) {
 	c.s3.CreateBucket(t, "restart")
 	pv := c.volume("restart", "restart")
 	n := c.node("n", nodeOpts{label: "systemd"})
-	n.waitEffective(mounter.ModeSystemd)
+	n.waitEffective(mountmode.Systemd)
 	a := n.workload("a", pv)
 	ta := n.publish(a, pv)
 	setPhase(t, a, corev1.PodRunning)
-	n.relabel("pod", mounter.ModePod)
+	n.relabel("pod", mountmode.Pod)
 	b := n.workload("b", pv)
 	tb := n.publish(b, pv)
 	setPhase(t, b, corev1.PodRunning)
 
 	n.drv.Kill()
 	n.drv.Restart()
-	n.waitEffective(mounter.ModePod)
-	if n.modeOf(ta) != mounter.ModeSystemd || n.modeOf(tb) != mounter.ModePod {
+	n.waitEffective(mountmode.Pod)
+	if n.modeOf(ta) != mountmode.Systemd || n.modeOf(tb) != mountmode.Pod {
 		t.Fatalf("after the restart: A is %q, B is %q", n.modeOf(ta), n.modeOf(tb))
 	}
 	n.unpublish(ta)
@@ -278,7 +278,7 @@ func TestInvalidLabelAndFlipsDuringBurst(t *testing.T) {
 	c := newCluster(t)
 	c.s3.CreateBucket(t, "flips")
 	n := c.node("n", nodeOpts{label: "Bogus"})
-	n.waitEffective(mounter.ModePod) // the cluster default
+	n.waitEffective(mountmode.Pod) // the cluster default
 	harness.Eventually(t, 10*time.Second, func() string {
 		var events corev1.EventList
 		harness.Must(t, kube.Client.List(context.Background(), &events))
@@ -309,7 +309,7 @@ func TestInvalidLabelAndFlipsDuringBurst(t *testing.T) {
 				return
 			case <-time.After(70 * time.Millisecond):
 			}
-			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, mounter.LabelMounter, labels[i%len(labels)])
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, mountmode.Label, labels[i%len(labels)])
 			if err := patchNode(n.name, patch); err != nil {
 				t.Errorf("relabel: %v", err)
 			}
@@ -338,20 +338,20 @@ func TestInvalidLabelAndFlipsDuringBurst(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	<-flipped
-	modes := map[mounter.Mode]int{}
+	modes := map[mountmode.Mode]int{}
 	for i, tg := range targets {
 		m := n.modeOf(tg)
 		switch {
 		case m == "":
 			t.Errorf("target %d lost its mount", i)
-		case m == mounter.ModeSystemd && n.unitOf(tg) == "":
+		case m == mountmode.Systemd && n.unitOf(tg) == "":
 			t.Errorf("target %d is a systemd mount without a unit", i)
 		}
 		harness.Must(t, os.WriteFile(filepath.Join(tg, "w"+strconv.Itoa(i)), []byte("x"), 0o644))
 		modes[m]++
 	}
 	t.Logf("publishes by mode after the flips: %v", modes)
-	if modes[mounter.ModeSystemd] == 0 || modes[mounter.ModePod] == 0 {
+	if modes[mountmode.Systemd] == 0 || modes[mountmode.Pod] == 0 {
 		t.Errorf("the flips did not spread the publishes over both modes (%v): the test proves nothing", modes)
 	}
 	for i, tg := range targets {
@@ -374,11 +374,11 @@ func TestNodeMetrics(t *testing.T) {
 	c.s3.CreateBucket(t, "metrics")
 	pv := c.volume("metrics", "metrics")
 	n := c.node("n", nodeOpts{label: "systemd", metrics: true})
-	n.waitEffective(mounter.ModeSystemd)
+	n.waitEffective(mountmode.Systemd)
 	a := n.workload("a", pv)
 	ta := n.publish(a, pv)
 	setPhase(t, a, corev1.PodRunning)
-	n.relabel("pod", mounter.ModePod)
+	n.relabel("pod", mountmode.Pod)
 	b := n.workload("b", pv)
 	tb := n.publish(b, pv)
 	want := []string{`s3csi_node_mounts{mode="systemd"} 1`, `s3csi_node_mounts{mode="pod"} 1`, `s3csi_node_mount_mode{mode="pod"} 1`, `s3csi_node_mount_mode{mode="systemd"} 0`}

@@ -27,8 +27,9 @@ import (
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/mounter/systemd"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
-	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -98,7 +99,7 @@ func (c *cluster) node(suffix string, o nodeOpts) *node {
 	n := &node{c: c, name: c.id + "-" + suffix, kubelet: harness.NewKubeletDir(c.t)}
 	labels := map[string]string{}
 	if o.label != "" {
-		labels[mounter.LabelMounter] = o.label
+		labels[mountmode.Label] = o.label
 	}
 	harness.Must(c.t, kube.Client.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels}}))
 	n.sd = harness.StartSystemd(c.t, n.kubelet)
@@ -143,17 +144,17 @@ func tail(s string, lines int) string {
 
 // relabel sets the node's mode label ("" removes it) and waits until the node plugin reports
 // the effective mode (annotation) it should now use.
-func (n *node) relabel(value string, effective mounter.Mode) {
+func (n *node) relabel(value string, effective mountmode.Mode) {
 	n.c.t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, mounter.LabelMounter, value)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, mountmode.Label, value)
 	if value == "" {
-		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, mounter.LabelMounter)
+		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, mountmode.Label)
 	}
 	harness.Must(n.c.t, kube.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, client.RawPatch(types.MergePatchType, []byte(patch))))
 	n.waitEffective(effective)
 }
 
-func (n *node) waitEffective(m mounter.Mode) {
+func (n *node) waitEffective(m mountmode.Mode) {
 	n.c.t.Helper()
 	harness.Eventually(n.c.t, 10*time.Second, func() string {
 		var node corev1.Node
@@ -260,7 +261,7 @@ func (n *node) unpublish(target string) {
 
 // modeOf tells how the node mounted target: "systemd" (a unit runs for it), "pod" (a bind of a
 // shared mount), "" (nothing).
-func (n *node) modeOf(target string) mounter.Mode {
+func (n *node) modeOf(target string) mountmode.Mode {
 	r := mounter.NewRouter(nil, nil, nil, nil, n.sourceRoot())
 	m, mounted, err := r.Classify(target)
 	if err != nil || !mounted {
@@ -330,7 +331,7 @@ func (n *node) waitRetired() {
 			return fmt.Sprintf("shared mounts left: %v", m)
 		}
 		if p := n.mountpointPods(); len(p) > 0 {
-			return fmt.Sprintf("%d Mountpoint Pods left (%s %v)", len(p), p[0].Status.Phase, p[0].Annotations[reconciler.AnnotationNeedsUnmount])
+			return fmt.Sprintf("%d Mountpoint Pods left (%s %v)", len(p), p[0].Status.Phase, p[0].Annotations[podcontract.AnnotationNeedsUnmount])
 		}
 		if a := n.attachments(); len(a) > 0 {
 			return fmt.Sprintf("%d attachments left", len(a))

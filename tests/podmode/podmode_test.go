@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -221,7 +221,7 @@ func TestTimeoutsSayWhatIsMissing(t *testing.T) {
 	var mp corev1.Pod
 	harness.Eventually(t, 10*time.Second, func() string {
 		for _, p := range n.mountpointPods() {
-			if p.Annotations[reconciler.AnnotationVolumeName] == other.Name {
+			if p.Annotations[podcontract.AnnotationVolumeName] == other.Name {
 				mp = p
 				return ""
 			}

@@ -1,0 +1,103 @@
+package pod
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+)
+
+// hostKernel is the kernel of the node: mount(2) and umount2(2).
+type hostKernel struct{}
+
+// MountFUSE opens /dev/fuse and mounts it at source, returning the fd the Mountpoint Pod will
+// serve. The mount is owned by root (user_id=0) and checked by the kernel against the file
+// modes mount-s3 reports (default_permissions); allow_other is set when the options let users
+// other than the mount owner in (allowOther: --allow-other, or --allow-root, which mount-s3
+// narrows to root and its own user). The caller closes the fd.
+func (hostKernel) MountFUSE(source string, allowOther, readOnly bool) (*os.File, error) {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/fuse: %w", err)
+	}
+	flags := uintptr(unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOATIME)
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions", f.Fd())
+	if allowOther {
+		opts += ",allow_other"
+	}
+	if err := unix.Mount(mounttable.FSName, source, "fuse", flags, opts); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mount FUSE at %s: %w", source, err)
+	}
+	return f, nil
+}
+
+// Bind makes target show source; a read-only bind is remounted read-only (a bind ignores
+// MS_RDONLY on creation).
+func (hostKernel) Bind(source, target string, readOnly bool) error {
+	if err := atDir(target, func(at string) error { return unix.Mount(source, at, "", unix.MS_BIND, "") }); err != nil {
+		return fmt.Errorf("bind %s to %s: %w", source, target, err)
+	}
+	if readOnly {
+		// Opened again: the path now leads to the new bind, which is what must turn read-only.
+		if err := atDir(target, func(at string) error {
+			return unix.Mount("", at, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
+		}); err != nil {
+			_ = unix.Unmount(target, 0)
+			return fmt.Errorf("make bind mount at %s read-only: %w", target, err)
+		}
+	}
+	return nil
+}
+
+// Guard mounts the driver's guard (mounttable.GuardSource) at target: an empty read-only tmpfs
+// under the bind, so that the target never shows the node's disk while no live mount is on it.
+func (hostKernel) Guard(target string) error {
+	flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+	if err := atDir(target, func(at string) error {
+		return unix.Mount(mounttable.GuardSource, at, "tmpfs", flags, mounttable.GuardOptions)
+	}); err != nil {
+		return fmt.Errorf("mount the guard at %s: %w", target, err)
+	}
+	return nil
+}
+
+// Unmount removes the top mount at path; a mount that is already gone is fine.
+func (hostKernel) Unmount(path string, how unmountHow) error {
+	flags := 0
+	switch how {
+	case detach:
+		flags = unix.MNT_DETACH
+	case abort:
+		flags = unix.MNT_FORCE | unix.MNT_DETACH
+	}
+	if err := unix.Unmount(path, flags); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	return nil
+}
+
+// Answer returns once the filesystem at path answers a stat (the daemon took the mount over).
+// It blocks as long as the daemon does not answer.
+func (hostKernel) Answer(path string) error {
+	_, err := os.Stat(path)
+	return err
+}
+
+// atDir runs mount with /proc/self/fd/<n> of target opened as a directory without following a
+// link at its last component: the mount lands on the directory that was checked, never where a
+// link swapped in since would lead.
+func atDir(target string, mount func(at string) error) error {
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s as a directory (no link followed): %w", target, err)
+	}
+	defer unix.Close(fd)
+	return mount(fmt.Sprintf("/proc/self/fd/%d", fd))
+}

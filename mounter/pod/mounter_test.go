@@ -1,0 +1,390 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
+	"github.com/s3csi/s3-csi-driver/pkg/mountoptions"
+)
+
+const guard = "tmpfs:s3csi-guard"
+
+func request(t *testing.T, target, workload string) mounter.Request {
+	t.Helper()
+	built, err := mountargs.Build(mountargs.Options{MountFlags: []string{"allow-delete"}, UserAgentPrefix: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mounter.Request{VolumeID: "vol-1", PVName: "pv-1", WorkloadPodUID: workload, Bucket: "bucket-1", Target: target,
+		Args: built.Args, Env: []string{"AWS_REGION=us-east-1"},
+		Credentials: &credentials.Credentials{AccessKeyID: "AKIDFAKE", SecretAccessKey: "s3cr3t-value"}}
+}
+
+// stack renders the mounts at path without device numbers: "fuse:mountpoint-s3", guard.
+func (r *rig) stack(path string) []string {
+	var out []string
+	for _, m := range r.k.at(path) {
+		out = append(out, m[:strings.LastIndex(m, ":")])
+	}
+	return out
+}
+
+func TestMountFirstWorkloadHandsOverThenBinds(t *testing.T) {
+	r := newRig(t)
+	pod := r.mountpointPod("mp-a", "w1")
+	target := r.target("w1")
+	if err := r.m.Mount(context.Background(), request(t, target, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	source := r.m.paths.source("mp-a")
+	want := []string{
+		"fuse " + source + " ro=false",
+		"guard " + target,
+		"bind " + source + " " + target + " ro=false",
+	}
+	if diff := cmp.Diff(want, r.k.took()); diff != "" {
+		t.Errorf("kernel calls (-want +got):\n%s", diff)
+	}
+	if got := r.stack(target); !slices.Equal(got, []string{guard, "fuse:mountpoint-s3"}) {
+		t.Errorf("target stack = %v, want the guard under the bind", got)
+	}
+	sends := r.sends()
+	if len(sends) != 1 {
+		t.Fatalf("%d hand-overs, want 1", len(sends))
+	}
+	comm := r.m.paths.comm(pod.UID)
+	if sends[0].socket != filepath.Join(comm, mountoptions.SocketName) || sends[0].opts.BucketName != "bucket-1" {
+		t.Errorf("hand-over = %+v", sends[0])
+	}
+	env := strings.Join(sends[0].opts.Env, " ")
+	for _, want := range []string{"AWS_REGION=us-east-1", "AWS_SHARED_CREDENTIALS_FILE=/comm/credentials/", "AWS_PROFILE="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("env %q lacks %q", env, want)
+		}
+	}
+	if strings.Contains(env+strings.Join(sends[0].opts.Args, " "), "s3cr3t") {
+		t.Error("the secret went into the hand-over message")
+	}
+	// The secret is in the comm directory's credentials, never in the node's records.
+	creds, err := os.ReadFile(filepath.Join(comm, commCredentials, credentials.CredentialsFileName))
+	if err != nil || !strings.Contains(string(creds), "s3cr3t-value") {
+		t.Errorf("credentials file: %q %v", creds, err)
+	}
+	for _, rec := range []string{r.m.paths.sourceRecord("mp-a"), r.m.paths.targetRecord(target)} {
+		b, err := os.ReadFile(rec)
+		if err != nil || strings.Contains(string(b), "s3cr3t") {
+			t.Errorf("record %s: %q %v", rec, b, err)
+		}
+	}
+	if got := r.m.Targets(); len(got) != 1 || got[0].Path != target || got[0].VolumeID != "vol-1" {
+		t.Errorf("Targets = %+v", got)
+	}
+}
+
+func TestMountSecondWorkloadOnlyBinds(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1", "w2")
+	ctx := context.Background()
+	if err := r.m.Mount(ctx, request(t, r.target("w1"), "w1")); err != nil {
+		t.Fatal(err)
+	}
+	r.k.took()
+	t2 := r.target("w2")
+	if err := r.m.Mount(ctx, request(t, t2, "w2")); err != nil {
+		t.Fatal(err)
+	}
+	source := r.m.paths.source("mp-a")
+	if diff := cmp.Diff([]string{"guard " + t2, "bind " + source + " " + t2 + " ro=false"}, r.k.took()); diff != "" {
+		t.Errorf("kernel calls (-want +got):\n%s", diff)
+	}
+	if n := len(r.sends()); n != 1 {
+		t.Errorf("%d hand-overs, want 1 (the mount is shared)", n)
+	}
+	// Republish of a live target changes nothing but the record.
+	if err := r.m.Mount(ctx, request(t, t2, "w2")); err != nil {
+		t.Fatal(err)
+	}
+	if calls := r.k.took(); len(calls) != 0 {
+		t.Errorf("republish of a live target made kernel calls %v", calls)
+	}
+}
+
+func TestMountReadOnlyVolumeAndWorkload(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	req := request(t, r.target("w1"), "w1")
+	req.ReadOnly = true
+	req.Args.Set("read-only", "")
+	if err := r.m.Mount(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	calls := r.k.took()
+	// One workload's read-only publish: the shared mount stays writable, the bind is read-only.
+	if !slices.Contains(calls, "fuse "+r.m.paths.source("mp-a")+" ro=false") || !slices.Contains(calls, "bind "+r.m.paths.source("mp-a")+" "+req.Target+" ro=true") {
+		t.Errorf("kernel calls = %v", calls)
+	}
+	if args := strings.Join(r.sends()[0].opts.Args, " "); strings.Contains(args, "read-only") {
+		t.Errorf("shared mount args %q are read-only for a read-only publish", args)
+	}
+}
+
+func TestMountDeadSourceIsHandedOverAgain(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	ctx := context.Background()
+	target := r.target("w1")
+	if err := r.m.Mount(ctx, request(t, target, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	source := r.m.paths.source("mp-a")
+	r.k.kill(source)
+	r.k.took()
+	if err := r.m.Mount(ctx, request(t, target, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"unmount " + source + " abort", // the dead connection is aborted, never waited on
+		"fuse " + source + " ro=false",
+		"bind " + source + " " + target + " ro=false", // on top of the dead bind, over the same guard
+	}
+	if diff := cmp.Diff(want, r.k.took()); diff != "" {
+		t.Errorf("kernel calls (-want +got):\n%s", diff)
+	}
+	if n := len(r.sends()); n != 2 {
+		t.Errorf("%d hand-overs, want 2", n)
+	}
+	if got := r.stack(target); !slices.Equal(got, []string{guard, "fuse:mountpoint-s3", "fuse:mountpoint-s3"}) {
+		t.Errorf("target stack = %v", got)
+	}
+	res, err := r.m.health.Check(ctx, target)
+	if err != nil || res.State.String() != "live" {
+		t.Errorf("target after repair: %v %v", res.State, err)
+	}
+}
+
+func TestMountRefusesTargetOfAnotherVolume(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	r.mountpointPod("mp-b", "w2")
+	ctx := context.Background()
+	target := r.target("w1")
+	if err := r.m.Mount(ctx, request(t, target, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	// w2's volume asked for w1's target (a kubelet bug or a hostile request).
+	req := request(t, target, "w2")
+	req.VolumeID = "vol-2"
+	err := r.m.Mount(ctx, req)
+	if !errors.Is(err, mounter.ErrTargetInUse) || !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), `"vol-1"`) {
+		t.Fatalf("err = %v, want ErrTargetInUse naming the target and the volume holding it", err)
+	}
+}
+
+func TestMountRefusesForeignMount(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	target := r.target("w1")
+	r.k.mu.Lock()
+	r.k.add(fakeMount{minor: 7, point: target, fsType: "ext4", source: "/dev/sdb"})
+	r.k.mu.Unlock()
+	err := r.m.Mount(context.Background(), request(t, target, "w1"))
+	if !errors.Is(err, mounter.ErrTargetInUse) || !strings.Contains(err.Error(), "/dev/sdb") {
+		t.Fatalf("err = %v, want ErrTargetInUse naming the foreign mount", err)
+	}
+}
+
+func TestMountFailedHandOverIsUndone(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	r.sendErr = errors.New("connection refused")
+	target := r.target("w1")
+	err := r.m.Mount(context.Background(), request(t, target, "w1"))
+	if err == nil || !strings.Contains(err.Error(), "mp-a") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v, want the hand-over failure naming the Mountpoint Pod", err)
+	}
+	source := r.m.paths.source("mp-a")
+	if got := r.k.at(source); len(got) != 0 {
+		t.Errorf("source still mounted: %v", got)
+	}
+	if _, err := os.Stat(source); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("source directory left: %v", err)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target created: %v", err)
+	}
+}
+
+func TestMountReportsMountErr(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	// The Mountpoint Pod's mount-s3 fails: it writes mount.err and the mount never answers.
+	r.onSend = func(comm string) {
+		tmp := filepath.Join(comm, ".err")
+		if err := os.WriteFile(tmp, []byte("Error: Failed to create S3 client: bucket bucket-1 does not exist\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(comm, mountoptions.ErrorFileName)); err != nil {
+			t.Error(err)
+		}
+	}
+	never := make(chan struct{})
+	defer close(never)
+	r.k.answers = func(string) error { <-never; return nil }
+	target := r.target("w1")
+	err := r.m.Mount(context.Background(), request(t, target, "w1"))
+	if !errors.Is(err, mounter.ErrMountFailed) || !strings.Contains(err.Error(), "bucket bucket-1 does not exist") {
+		t.Fatalf("err = %v, want ErrMountFailed with mount.err's text", err)
+	}
+	if got := r.k.at(r.m.paths.source("mp-a")); len(got) != 0 {
+		t.Errorf("source still mounted: %v", got)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target created: %v", err)
+	}
+}
+
+func TestMountFailedBindIsUndone(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	r.k.failOn["bind"] = errors.New("permission denied")
+	target := r.target("w1")
+	if err := r.m.Mount(context.Background(), request(t, target, "w1")); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := r.k.at(target); len(got) != 0 {
+		t.Errorf("target keeps %v", got)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target directory left: %v", err)
+	}
+}
+
+func TestMountRefusesBeforeMakingAnything(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	ctx := context.Background()
+	noUID := request(t, r.target("w1"), "")
+	if err := r.m.Mount(ctx, noUID); !errors.Is(err, mounter.ErrInvalidRequest) {
+		t.Errorf("no workload UID: %v, want ErrInvalidRequest", err)
+	}
+	link := r.target("w1")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.m.Mount(ctx, request(t, link, "w1")); !errors.Is(err, mounter.ErrInvalidRequest) {
+		t.Errorf("symlink target: %v, want ErrInvalidRequest", err)
+	}
+	r.c.waitErr = errors.New("context deadline exceeded (the Mountpoint Pod is not ready): no attachment")
+	if err := r.m.Mount(ctx, request(t, r.target("w9"), "w9")); err == nil || !strings.Contains(err.Error(), "no attachment") {
+		t.Errorf("wait failure: %v", err)
+	}
+	if calls := r.k.took(); len(calls) != 0 || len(r.sends()) != 0 {
+		t.Errorf("refused requests mounted: %v, %d hand-overs", calls, len(r.sends()))
+	}
+}
+
+func TestUnmountRemovesOnlyTheWorkloadsBind(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1", "w2")
+	ctx := context.Background()
+	t1, t2 := r.target("w1"), r.target("w2")
+	for w, tgt := range map[string]string{"w1": t1, "w2": t2} {
+		if err := r.m.Mount(ctx, request(t, tgt, w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var unbound []string
+	r.m.unbound = func(mp string) { unbound = append(unbound, mp) }
+	r.k.took()
+	if err := r.m.Unmount(ctx, t1); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"unmount " + t1 + " plain", "unmount " + t1 + " plain"}, r.k.took()); diff != "" {
+		t.Errorf("kernel calls (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat(t1); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("target left: %v", err)
+	}
+	if _, err := os.Stat(r.m.paths.targetRecord(t1)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("record left: %v", err)
+	}
+	if !slices.Equal(unbound, []string{"mp-a"}) {
+		t.Errorf("unbound = %v, want mp-a", unbound)
+	}
+	if got := r.stack(r.m.paths.source("mp-a")); len(got) != 1 {
+		t.Errorf("shared mount = %v, want it kept for w2", got)
+	}
+	if got := r.stack(t2); len(got) != 2 {
+		t.Errorf("w2's target = %v, want untouched", got)
+	}
+	// Again, and on a target that never existed: nothing to do.
+	if err := r.m.Unmount(ctx, t1); err != nil {
+		t.Errorf("second unmount: %v", err)
+	}
+	if err := r.m.Unmount(ctx, filepath.Join(r.kubelet, "pods", "none", "volumes", "kubernetes.io~csi", "pv-1", "mount")); err != nil {
+		t.Errorf("unmount of nothing: %v", err)
+	}
+}
+
+func TestUnmountRefusesForeignMount(t *testing.T) {
+	r := newRig(t)
+	target := r.target("w1")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.k.mu.Lock()
+	r.k.add(fakeMount{minor: 7, point: target, fsType: "ext4", source: "/dev/sdb"})
+	r.k.mu.Unlock()
+	if err := r.m.Unmount(context.Background(), target); !errors.Is(err, mounter.ErrTargetInUse) {
+		t.Fatalf("err = %v, want ErrTargetInUse", err)
+	}
+	if got := r.k.at(target); len(got) != 1 {
+		t.Errorf("foreign mount touched: %v", got)
+	}
+}
+
+func TestRepair(t *testing.T) {
+	r := newRig(t)
+	r.mountpointPod("mp-a", "w1")
+	ctx := context.Background()
+	target := r.target("w1")
+	if err := r.m.Mount(ctx, request(t, target, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	if repaired, err := r.m.Repair(ctx, target); repaired || err != nil {
+		t.Errorf("repair of a live target: %v %v", repaired, err)
+	}
+	r.k.kill(r.m.paths.source("mp-a"))
+	// Not while the Mountpoint Pod is not Running (kubelet restarts its container).
+	r.c.mu.Lock()
+	r.c.pods["mp-a"].Status.Phase = "Pending"
+	r.c.mu.Unlock()
+	if repaired, err := r.m.Repair(ctx, target); repaired || !errors.Is(err, mounter.ErrUnavailable) {
+		t.Errorf("repair with the pod not running: %v %v, want ErrUnavailable", repaired, err)
+	}
+	r.c.mu.Lock()
+	r.c.pods["mp-a"].Status.Phase = "Running"
+	r.c.mu.Unlock()
+	if repaired, err := r.m.Repair(ctx, target); !repaired || err != nil {
+		t.Fatalf("repair: %v %v", repaired, err)
+	}
+	if n := len(r.sends()); n != 2 {
+		t.Errorf("%d hand-overs, want 2 (the dead shared mount handed over again)", n)
+	}
+	if res, _ := r.m.health.Check(ctx, target); res.State.String() != "live" {
+		t.Errorf("target after repair: %v", res.State)
+	}
+	if repaired, err := r.m.Repair(ctx, r.target("unknown")); repaired || err != nil {
+		t.Errorf("repair of a target without record: %v %v", repaired, err)
+	}
+}

@@ -1,0 +1,97 @@
+// Package podcontract is what the controller (pkg/reconciler) and the node plugin (mounter/pod)
+// agree on in pod mode, and nothing else: the names, labels and annotations of Mountpoint Pods
+// and MountpointS3PodAttachments, the sharing key, the attachment field indexes, how a node finds
+// the Mountpoint Pod of a workload's volume, and the comm volume through which the node hands a
+// mount over. Both sides import it; neither imports the other. Changing a value here changes an
+// interface with running pods, operators (docs/crd.md) and older releases.
+package podcontract
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"regexp"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/version"
+)
+
+// Labels and annotations on Mountpoint Pods. needs-unmount is set by the controller when the
+// last workload left (the node then retires the pod); no-new-workload is set by operators (or
+// the controller) to keep new workloads off a pod.
+const (
+	LabelDriverVersion      = version.DriverName + "/mounted-by-csi-driver-version"
+	LabelVolumeName         = version.DriverName + "/volume-name"
+	LabelWorkloadUID        = version.DriverName + "/pod-uid"
+	LabelComponent          = "app.kubernetes.io/component"
+	ComponentMountpoint     = "mountpoint"
+	AnnotationVolumeName    = version.DriverName + "/volume-name"
+	AnnotationVolumeID      = version.DriverName + "/volume-id"
+	AnnotationNeedsUnmount  = version.DriverName + "/needs-unmount"
+	AnnotationNoNewWorkload = version.DriverName + "/no-new-workload"
+)
+
+// The comm volume: a memory-backed emptyDir the Mountpoint Pod sees at CommMountPath and the
+// node plugin at CommHostPath. The pod runs as MountpointUID:MountpointUID with that fsGroup, so
+// files the node writes there for it (credentials) are group-readable by MountpointUID.
+const (
+	CommVolume    = "comm"
+	CommMountPath = "/comm"
+	MountpointUID = 1000
+)
+
+// CommHostPath is where the node sees the comm volume of the Mountpoint Pod with UID podUID,
+// below kubelet's root directory.
+func CommHostPath(kubeletDir string, podUID types.UID) string {
+	return filepath.Join(kubeletDir, "pods", string(podUID), "volumes", "kubernetes.io~empty-dir", CommVolume)
+}
+
+// MountpointPodName is the deterministic name of the Mountpoint Pod created for a workload pod
+// and a PV: "mp-" + hex(SHA-224(workloadPodUID + pvName)).
+func MountpointPodName(workloadPodUID, pvName string) string {
+	sum := sha256.Sum224([]byte(workloadPodUID + pvName))
+	return "mp-" + hex.EncodeToString(sum[:])
+}
+
+var labelValueRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// LabelValue returns v when it is a valid label value, "" otherwise.
+func LabelValue(v string) string {
+	if len(v) <= validation.LabelValueMaxLength && labelValueRE.MatchString(v) {
+		return v
+	}
+	return ""
+}
+
+// VersionLabel is the value of LabelDriverVersion for a driver version (sanitised to a valid
+// label value). Mountpoint Pods of another version are never shared with new workloads.
+func VersionLabel(v string) string {
+	if lv := LabelValue(v); lv != "" {
+		return lv
+	}
+	return "invalid-version"
+}
+
+// MountpointPodOf returns the Mountpoint Pod that one of attachments assigns to the workload pod
+// with UID workloadUID for volume volumeID of PV pvName on node, or "" when none does. Only an
+// attachment of that node, PV and volume counts: a UID recorded under another key is not this
+// volume's.
+func MountpointPodOf(attachments []crdv2.MountpointS3PodAttachment, node, workloadUID, pvName, volumeID string) string {
+	for i := range attachments {
+		a := &attachments[i]
+		if a.Spec.NodeName != node || a.Spec.PersistentVolumeName != pvName || a.Spec.VolumeID != volumeID {
+			continue
+		}
+		for mp, ws := range a.Spec.MountpointS3PodAttachments {
+			for _, w := range ws {
+				if w.WorkloadPodUID == workloadUID {
+					return mp
+				}
+			}
+		}
+	}
+	return ""
+}

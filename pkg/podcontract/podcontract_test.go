@@ -1,0 +1,103 @@
+package podcontract
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+)
+
+func TestKeyStringIsUnambiguous(t *testing.T) {
+	a := Key{NodeName: "n", PVName: "a;b", VolumeID: "c"}
+	b := Key{NodeName: "n", PVName: "a", VolumeID: "b;c"}
+	if a.String() == b.String() {
+		t.Fatalf("keys %+v and %+v render the same: %s", a, b, a.String())
+	}
+	if AttachmentName(a) == AttachmentName(b) {
+		t.Fatal("different keys get one attachment name")
+	}
+	// Deterministic: an equal key built anew gets the same name.
+	if again := (Key{NodeName: "n", PVName: "a;b", VolumeID: "c"}); AttachmentName(again) != AttachmentName(a) {
+		t.Fatal("attachment names are not a function of the key")
+	}
+	if n := AttachmentName(a); len(n) > 63 || !strings.HasPrefix(n, "s3pa-") {
+		t.Errorf("attachment name %q", n)
+	}
+}
+
+func TestMountpointPodName(t *testing.T) {
+	sum := sha256.Sum224([]byte("uid-1" + "pv-1"))
+	if got, want := MountpointPodName("uid-1", "pv-1"), "mp-"+hex.EncodeToString(sum[:]); got != want {
+		t.Fatalf("name = %s, want %s", got, want)
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	for v, want := range map[string]string{
+		"pv-1": "pv-1", "v1.2.3": "v1.2.3", "": "", "-bad": "", "bad-": "", strings.Repeat("a", 64): "", "a/b": "",
+	} {
+		if got := LabelValue(v); got != want {
+			t.Errorf("LabelValue(%q) = %q, want %q", v, got, want)
+		}
+	}
+	if VersionLabel("not valid!") != "invalid-version" {
+		t.Error("invalid version not sanitised")
+	}
+}
+
+func TestMountpointPodOf(t *testing.T) {
+	atts := []crdv2.MountpointS3PodAttachment{
+		{Spec: crdv2.MountpointS3PodAttachmentSpec{NodeName: "n1", PersistentVolumeName: "pv", VolumeID: "vol",
+			MountpointS3PodAttachments: map[string][]crdv2.WorkloadAttachment{"mp-other-node": {{WorkloadPodUID: "w"}}}}},
+		{Spec: crdv2.MountpointS3PodAttachmentSpec{NodeName: "n2", PersistentVolumeName: "pv", VolumeID: "other-vol",
+			MountpointS3PodAttachments: map[string][]crdv2.WorkloadAttachment{"mp-other-vol": {{WorkloadPodUID: "w"}}}}},
+		{Spec: crdv2.MountpointS3PodAttachmentSpec{NodeName: "n2", PersistentVolumeName: "pv", VolumeID: "vol",
+			MountpointS3PodAttachments: map[string][]crdv2.WorkloadAttachment{
+				"mp-a": {{WorkloadPodUID: "x"}},
+				"mp-b": {{WorkloadPodUID: "y"}, {WorkloadPodUID: "w"}},
+			}}},
+	}
+	for _, tc := range []struct{ node, uid, pv, vol, want string }{
+		{"n2", "w", "pv", "vol", "mp-b"},
+		{"n2", "x", "pv", "vol", "mp-a"},
+		{"n1", "w", "pv", "vol", "mp-other-node"},
+		{"n2", "w", "pv", "other-vol", "mp-other-vol"},
+		{"n2", "w", "other-pv", "vol", ""},
+		{"n3", "w", "pv", "vol", ""},
+		{"n2", "z", "pv", "vol", ""},
+	} {
+		if got := MountpointPodOf(atts, tc.node, tc.uid, tc.pv, tc.vol); got != tc.want {
+			t.Errorf("MountpointPodOf(%s, %s, %s, %s) = %q, want %q", tc.node, tc.uid, tc.pv, tc.vol, got, tc.want)
+		}
+	}
+}
+
+func TestAttachmentIndexes(t *testing.T) {
+	a := &crdv2.MountpointS3PodAttachment{Spec: crdv2.MountpointS3PodAttachmentSpec{
+		NodeName: "n", PersistentVolumeName: "pv", VolumeID: "vol", MountOptions: "ro", WorkloadFSGroup: "7", AuthenticationSource: "driver",
+		MountpointS3PodAttachments: map[string][]crdv2.WorkloadAttachment{"mp-a": {{WorkloadPodUID: "u1"}, {WorkloadPodUID: "u2"}}},
+	}}
+	want := map[string][]string{
+		IndexNodeName: {"n"}, IndexPVName: {"pv"}, IndexVolumeID: {"vol"}, IndexMountOptions: {"ro"}, IndexFSGroup: {"7"},
+		IndexAuthSource: {"driver"}, IndexKey: {KeyOf(a).String()}, IndexWorkloadUID: {"u1", "u2"}, IndexMountpointPod: {"mp-a"},
+	}
+	if len(attachmentIndexes) != len(want) {
+		t.Fatalf("%d indexes, the test knows %d", len(attachmentIndexes), len(want))
+	}
+	for name, fn := range attachmentIndexes {
+		if got := fn(a); strings.Join(got, ",") != strings.Join(want[name], ",") {
+			t.Errorf("index %s = %v, want %v", name, got, want[name])
+		}
+	}
+	if k := KeyOf(a); k != (Key{NodeName: "n", PVName: "pv", VolumeID: "vol", MountOptions: "ro", FSGroup: "7", AuthSource: "driver"}) {
+		t.Errorf("KeyOf = %+v", k)
+	}
+}
+
+func TestCommHostPath(t *testing.T) {
+	if got, want := CommHostPath("/var/lib/kubelet", "uid-1"), "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/comm"; got != want {
+		t.Errorf("CommHostPath = %s, want %s", got, want)
+	}
+}
