@@ -51,8 +51,8 @@ type Mounter struct {
 	kernel  kernel
 	send    sendFunc
 	// gid owns the credential files written for the Mountpoint Pods (mountpointGID).
-	gid int
-	locks   inflight.Set // per Mountpoint Pod
+	gid   int
+	locks inflight.Set // per Mountpoint Pod
 	// unbound is called with a Mountpoint Pod name after a workload's bind mount of it is gone,
 	// so a pending needs-unmount can proceed without waiting for the next sweep.
 	unbound func(mp string)
