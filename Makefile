@@ -16,8 +16,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/s3csi/s3-csi-driver/pkg/version.Version=$(VERSION)
 BIN := $(abspath bin)
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
+TESTS_DIR := $(abspath tests)
+TESTS_GO := cd $(TESTS_DIR) && $(GO)
 
 # Shipped binaries (cmd/) and the test-only mount-s3 stand-in (tests/mounts3, never shipped).
+# tests/ is a Go module of its own (github.com/s3csi/s3-csi-driver/tests: the harness, the
+# stand-ins and every cross-cutting suite), so the driver's go.mod lists only what the
+# binaries and their unit tests use. TESTS_GO runs go in it.
 COMMANDS := scality-s3-csi-driver install-mp scality-csi-controller scality-csi-mounter
 BINARIES := $(addprefix $(BIN)/,$(COMMANDS)) $(BIN)/mount-s3
 
@@ -39,7 +44,7 @@ help: ## Show this help.
 build: ## Build every binary into bin/.
 	@mkdir -p $(BIN)
 	@for c in $(COMMANDS); do $(GO_BUILD) -o $(BIN)/$$c ./cmd/$$c || exit 1; done
-	@$(GO_BUILD) -o $(BIN)/mount-s3 ./tests/mounts3
+	@cd $(TESTS_DIR) && $(GO_BUILD) -o $(BIN)/mount-s3 ./mounts3
 
 ##@ Generate
 
@@ -65,14 +70,16 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## go vet.
+vet: ## go vet, in both modules.
 	$(GO) vet ./...
+	$(TESTS_GO) vet ./...
 
 .PHONY: verify
 verify: generate ## Fail on unformatted code, go.mod drift, vet findings or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
-	$(GO) vet ./...
+	$(TESTS_GO) mod tidy -diff
+	@$(MAKE) --no-print-directory vet
 	@if [ -n "$$(git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files)" ]; then \
 		echo "generated files are out of date; run make generate and commit:"; git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files; exit 1; fi
 
@@ -83,12 +90,12 @@ test: ## Every suite (tests/tools/test.sh): verify, unit, integration, csi-sanit
 	@bash tests/tools/test.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests only (no root, no real components).
-	$(GO) test -race -count=1 ./pkg/... ./mounter/... -run 'Test[^I]|TestI[^n]'
+test-unit: ## Unit tests only: every package of the driver's module (no root, no real components).
+	$(GO) test -race -count=1 ./...
 
 .PHONY: test-integration
-test-integration: build $(TEST_TOOLS) ## Real-component suites: systemd mounter, driver process, csi-sanity.
-	$(GO) test -race -count=1 -timeout 15m ./mounter/systemd/... $$($(GO) list ./tests/... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
+test-integration: build $(TEST_TOOLS) ## Real-component suites (the tests module but its cluster suite).
+	$(TESTS_GO) test -race -count=1 -timeout 25m $$($(TESTS_GO) list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
 
 .PHONY: test-cluster test-cluster-run
 test-cluster: build cluster-tools test-cluster-run ## The cluster suite: a real single-node cluster, the chart, the upstream storage e2e suites, the scenarios.
@@ -98,9 +105,9 @@ test-cluster: build cluster-tools test-cluster-run ## The cluster suite: a real 
 # inside it and tears everything down, also when the suite fails or is interrupted; the
 # cluster's logs are kept in bin/cluster-logs.
 test-cluster-run:
-	@CGO_ENABLED=0 $(GO) build -o $(BIN)/pause ./tests/cluster/pause
-	@$(GO) build -o $(BIN)/rigctl ./tests/cluster/rigctl
-	@$(GO) test -c -o $(BIN)/cluster.test ./tests/cluster
+	@cd $(TESTS_DIR) && CGO_ENABLED=0 $(GO) build -o $(BIN)/pause ./cluster/pause
+	@$(TESTS_GO) build -o $(BIN)/rigctl ./cluster/rigctl
+	@$(TESTS_GO) test -c -o $(BIN)/cluster.test ./cluster
 	@rm -rf $(BIN)/cluster-logs
 	$(BIN)/rigctl run -keep-logs $(BIN)/cluster-logs -- $(BIN)/cluster.test -test.v -test.timeout 60m -timings $(BIN)/timings.tsv
 
@@ -112,21 +119,21 @@ test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 10s).
 
 .PHONY: bench
 bench: build $(TEST_TOOLS) ## Print NodePublish latency figures (systemd mode); not asserted.
-	$(GO) test -run '^$$' -bench 'NodePublish' -benchtime 1x -count 1 -timeout 20m ./tests/bench/
+	$(TESTS_GO) test -run '^$$' -bench 'NodePublish' -benchtime 1x -count 1 -timeout 20m ./bench/
 
 .PHONY: bench-repair
 bench-repair: build $(TEST_TOOLS) ## Print dead-mount detection and repair times, both modes, 20 kills each; not asserted.
-	$(GO) test -run '^$$' -bench 'MountRepair' -benchtime 1x -count 1 -timeout 20m ./tests/bench/
+	$(TESTS_GO) test -run '^$$' -bench 'MountRepair' -benchtime 1x -count 1 -timeout 20m ./bench/
 
 .PHONY: bench-controller
 bench-controller: build $(TEST_TOOLS) ## Print Pod Reconciler figures for 2,000 pods (time, writes, RSS); not asserted.
-	$(GO) test -run '^$$' -bench 'Controller' -benchtime 1x -count 1 -timeout 20m ./tests/bench/
+	$(TESTS_GO) test -run '^$$' -bench 'Controller' -benchtime 1x -count 1 -timeout 20m ./bench/
 
 ##@ Demo
 
 .PHONY: demo
 demo: build $(TEST_TOOLS) ## Mount a bucket end to end on this machine, step by step, then clean up.
-	$(GO) run ./tests/demo
+	$(TESTS_GO) run ./demo
 
 .PHONY: clean
 clean: ## Remove built binaries (tools stay; see tools-clean).

@@ -41,10 +41,10 @@ helm-lint: $(HELM) ## Lint the Helm chart (defaults and every tests/helm values 
 		$(HELM) lint --strict --quiet $(CHART) --values $$f || exit 1; done
 
 test-helm: build $(HELM) envtest-assets ## Chart suite: lint, goldens, dry-run on kube-apiserver, RBAC, schema, flags, Dockerfile.
-	$(GO) test -race -count=1 -timeout 5m ./tests/helm/...
+	cd $(CHARTS_MK_DIR)/tests && $(GO) test -race -count=1 -timeout 5m ./helm/...
 
 helm-golden: build $(HELM) ## Rewrite the chart's golden files and the Helm values doc (review the diff).
-	$(GO) test -count=1 ./tests/helm/ -run 'TestGolden|TestValuesDoc' -update
+	cd $(CHARTS_MK_DIR)/tests && $(GO) test -count=1 ./helm/ -run 'TestGolden|TestValuesDoc' -update
 
 image: ## Build the driver image (Docker with BuildKit; IMAGE_REPO, IMAGE_TAG).
 	DOCKER_BUILDKIT=1 $(DOCKER) build --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE_REPO):$(IMAGE_TAG) $(CHARTS_MK_DIR)

@@ -106,7 +106,7 @@ func valuesDoc(t *testing.T) string {
 	out.WriteString("Every value of the chart `charts/scality-s3-csi-driver` (installation: [install.md](install.md)).\n")
 	out.WriteString("`values.schema.json` refuses unknown keys, wrong types and unknown modes. This section is\n")
 	out.WriteString("generated from the schema's descriptions and the defaults in `values.yaml`\n")
-	out.WriteString("(`go test ./tests/helm -run TestValuesDoc -update`); `make test` fails when it is stale.\n")
+	out.WriteString("(`make helm-golden`); `make test` fails when it is stale.\n")
 	var walk func(prefix string, props properties, vals map[string]any)
 	walk = func(prefix string, props properties, vals map[string]any) {
 		for _, name := range props.names {
@@ -211,10 +211,10 @@ func TestValuesDoc(t *testing.T) {
 		return
 	}
 	if start < 0 {
-		t.Fatalf("docs/configuration.md has no %q section; run go test ./tests/helm -run TestValuesDoc -update", strings.TrimSpace(heading))
+		t.Fatalf("docs/configuration.md has no %q section; run `make helm-golden`", strings.TrimSpace(heading))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("docs/configuration.md's Helm values are stale (run go test ./tests/helm -run TestValuesDoc -update) (-generated +doc):\n%s", diff)
+		t.Errorf("docs/configuration.md's Helm values are stale (run `make helm-golden`) (-generated +doc):\n%s", diff)
 	}
 }
 

@@ -34,7 +34,7 @@ func TestLint(t *testing.T) {
 }
 
 // TestGolden compares the whole rendering of each mode with testdata/golden/<mode>.yaml.
-// Run `go test ./tests/helm -run TestGolden -update` after a deliberate chart change and review
+// Run `cd tests && go test ./helm -run TestGolden -update` after a deliberate chart change and review
 // the diff.
 func TestGolden(t *testing.T) {
 	for _, m := range modes {

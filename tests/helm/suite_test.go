@@ -2,7 +2,7 @@
 // (Dockerfile) without a cluster or a Docker engine:
 //
 //   - helm lint, and helm template for each mode (systemd, pod, mixed) against golden files
-//     (go test ./tests/helm -run TestGolden -update rewrites them) and targeted assertions on
+//     (`make helm-golden` rewrites them) and targeted assertions on
 //     what each mode renders;
 //   - every rendered object applied with server-side dry-run to a real kube-apiserver (envtest),
 //     and the RBAC applied for real and checked with SubjectAccessReviews;

@@ -7,8 +7,9 @@
 #   verify    make verify: generated files, gofmt, go mod tidy, vet
 #   cluster-tools (in the background from here on) Kubernetes binaries, e2e.test,
 #             csi-provisioner, containerd & co: the cluster suite's needs
-#   go-test   go test -race of every package but tests/cluster (unit, envtest, real systemd,
-#             FUSE, csi-sanity, helm suites)
+#   unit      go test -race of the driver's module (unit tests)
+#   go-test   go test -race of the tests module (tests/) but tests/cluster (envtest, real
+#             systemd, FUSE, csi-sanity, helm suites)
 #   fuzz      each fuzz target for FUZZ_TIME
 #   cluster   the cluster suite (tests/cluster) on a real single-node cluster: the upstream
 #             storage e2e suites in both modes and the project's scenarios
@@ -55,9 +56,10 @@ s=$(now)
 $make cluster-tools >bin/cluster-tools.log 2>&1 &
 tools_pid=$!
 
-pkgs=$(go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
+stage unit go test -race -count=1 -timeout 10m ./...
+pkgs=$(cd tests && go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
 # shellcheck disable=SC2086 # a list of packages
-stage go-test go test -race -count=1 -timeout 25m $pkgs
+stage go-test bash -c "cd tests && go test -race -count=1 -timeout 25m $(echo $pkgs)"
 stage fuzz $make test-fuzz
 
 echo "== cluster-tools: waiting for the background build (log: bin/cluster-tools.log)"

@@ -1,4 +1,6 @@
-package systemd
+// Package systemdmounter tests the systemd-mode Mounter (mounter/systemd) as a library against
+// real parts: a systemd user manager, versitygw, FUSE and the mount-s3 stand-in.
+package systemdmounter
 
 import (
 	"context"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/mounter/systemd"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
@@ -24,7 +27,8 @@ type env struct {
 	s3      *harness.S3Server
 	sd      *harness.Systemd
 	kubelet string
-	m       *Mounter
+	m       *systemd.Mounter
+	state   string
 	creds   *credentials.Credentials
 }
 
@@ -34,11 +38,12 @@ func setup(t *testing.T) *env {
 	e := &env{s3: harness.StartS3(t)}
 	e.kubelet = filepath.Join(t.TempDir(), "kubelet")
 	e.sd = harness.StartSystemd(t, e.kubelet)
-	m, err := New(Config{
+	e.state = filepath.Join(e.kubelet, "plugins", "s3.csi.scality.com", "systemd")
+	m, err := systemd.New(systemd.Config{
 		SystemdSocket: e.sd.Socket,
 		MountS3Path:   harness.MountS3(t),
 		UmountPath:    "/bin/umount",
-		StateDir:      filepath.Join(e.kubelet, "plugins", "s3.csi.scality.com", "systemd"),
+		StateDir:      e.state,
 		StartTimeout:  20 * time.Second,
 	})
 	if err != nil {
@@ -68,7 +73,7 @@ func (e *env) request(t *testing.T, pod, bucket string, flags ...string) mounter
 	}
 }
 
-func TestIntegrationMountWriteUnmount(t *testing.T) {
+func TestMountWriteUnmount(t *testing.T) {
 	e := setup(t)
 	e.s3.CreateBucket(t, "bucket-a")
 	e.s3.PutObject(t, "bucket-a", "hello.txt", []byte("hello from s3"))
@@ -107,7 +112,7 @@ func TestIntegrationMountWriteUnmount(t *testing.T) {
 	if units := e.sd.Units("mount-s3-*"); len(units) != 0 {
 		t.Errorf("units left: %v", units)
 	}
-	if entries, _ := os.ReadDir(e.m.cfg.StateDir); len(entries) != 0 {
+	if entries, _ := os.ReadDir(e.state); len(entries) != 0 {
 		t.Errorf("state left: %v", entries)
 	}
 	if err := e.m.Unmount(ctx, req.Target); err != nil {
@@ -115,7 +120,7 @@ func TestIntegrationMountWriteUnmount(t *testing.T) {
 	}
 }
 
-func TestIntegrationMountFailureReportsOutputAndCleansUp(t *testing.T) {
+func TestMountFailureReportsOutputAndCleansUp(t *testing.T) {
 	e := setup(t)
 	req := e.request(t, "pod1", "no-such-bucket")
 	err := e.m.Mount(context.Background(), req)
@@ -128,7 +133,7 @@ func TestIntegrationMountFailureReportsOutputAndCleansUp(t *testing.T) {
 	if units := e.sd.Units("mount-s3-*"); len(units) != 0 {
 		t.Errorf("units left: %v", units)
 	}
-	if entries, _ := os.ReadDir(e.m.cfg.StateDir); len(entries) != 0 {
+	if entries, _ := os.ReadDir(e.state); len(entries) != 0 {
 		t.Errorf("state left: %v", entries)
 	}
 }
