@@ -75,11 +75,12 @@ vet: ## go vet, in both modules.
 	$(TESTS_GO) vet ./...
 
 .PHONY: verify
-verify: generate ## Fail on unformatted code, go.mod drift, vet findings or generated-file drift.
+verify: generate ## Fail on unformatted code, go.mod drift, vet findings, a broken non-Linux build or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(TESTS_GO) mod tidy -diff
 	@$(MAKE) --no-print-directory vet
+	GOOS=darwin $(GO) build ./... && GOOS=darwin $(GO) vet ./...
 	@if [ -n "$$(git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files)" ]; then \
 		echo "generated files are out of date; run make generate and commit:"; git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files; exit 1; fi
 

@@ -189,10 +189,7 @@ func serve(ctx context.Context, c Config, o mountoptions.Options, fuse *os.File)
 	cmd.Stdout = childOutput(stdout)
 	cmd.Stderr = teeTail{w: stderr, tail: errTail}
 	cmd.WaitDelay = outputDrain
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // signals for the pod (or a terminal's group) do not reach mount-s3
-		Pdeathsig: syscall.SIGKILL, // as in a container, mount-s3 does not outlive this process
-	}
+	cmd.SysProcAttr = childAttr()
 
 	klog.InfoS("Starting mount-s3", "path", c.MountS3Path, "bucket", o.BucketName, "args", args, "envKeys", o.EnvKeys())
 	started := make(chan error, 1)

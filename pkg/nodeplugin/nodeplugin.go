@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,8 +95,15 @@ type Config struct {
 	RestartPods bool
 }
 
+// ErrLinuxOnly is what Run returns on other systems: the node plugin mounts FUSE, bind mounts
+// and systemd units (the controller service, --mode=controller, runs anywhere).
+var ErrLinuxOnly = errors.New("the node plugin runs on Linux only (FUSE, mount namespaces, systemd); --mode=controller runs anywhere")
+
 // Run starts the node plugin and serves until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
+	if runtime.GOOS != "linux" {
+		return ErrLinuxOnly
+	}
 	health := &mounthealth.Checker{Timeout: cfg.HealthTimeout}
 	locks := &inflight.Set{}
 	monitor := mountmonitor.New(mountmonitor.Config{Health: health, Locks: locks, Interval: cfg.HealthCheckInterval})
