@@ -74,13 +74,20 @@ vet: ## go vet, in both modules.
 	$(GO) vet ./...
 	$(TESTS_GO) vet ./...
 
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml) in both modules, and for GOOS=darwin in the driver's.
+	$(GOLANGCI_LINT) run ./...
+	GOOS=darwin $(GOLANGCI_LINT) run ./...
+	cd $(TESTS_DIR) && $(GOLANGCI_LINT) run ./...
+
 .PHONY: verify
-verify: generate ## Fail on unformatted code, go.mod drift, vet findings, a broken non-Linux build or generated-file drift.
+verify: generate $(GOLANGCI_LINT) ## Fail on unformatted code, go.mod drift, vet or lint findings, a broken non-Linux build or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(TESTS_GO) mod tidy -diff
 	@$(MAKE) --no-print-directory vet
 	GOOS=darwin $(GO) build ./... && GOOS=darwin $(GO) vet ./...
+	@$(MAKE) --no-print-directory lint
 	@if [ -n "$$(git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files)" ]; then \
 		echo "generated files are out of date; run make generate and commit:"; git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files; exit 1; fi
 

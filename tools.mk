@@ -9,6 +9,7 @@
 #       $(CSI_SANITY)      bin/csi-sanity           CSI spec conformance runner
 #       $(CONTROLLER_GEN)  bin/controller-gen       CRD/RBAC generator
 #       $(HELM)            bin/helm                 chart lint/template
+#       $(GOLANGCI_LINT)   bin/golangci-lint        Go linters (config: .golangci.yml)
 #       $(KUBE_APISERVER)  bin/k8s/kube-apiserver   envtest control plane (built from source)
 #       $(ETCD)            bin/k8s/etcd             symlink to the Debian etcd (/usr/bin/etcd)
 #     $(ENVTEST_ASSETS) (= bin/k8s) is what KUBEBUILDER_ASSETS must point at.
@@ -59,6 +60,9 @@ CSI_SANITY_VERSION := v5.6.0
 CONTROLLER_GEN_VERSION := v0.23.0
 # helm: newest Helm 3 the proxy serves (v3.22.0, k8s.io/* v0.37.0); installs in ~2 min cold.
 HELM_VERSION := v3.22.0
+# golangci-lint: v2's newest release on the proxy; staticcheck, errcheck, gosec, revive with the
+# committed .golangci.yml. Built with the Go on the machine (a prebuilt one would lag its version).
+GOLANGCI_LINT_VERSION := v2.15.0
 # Kubernetes server binaries: v1.33.13, the server version the envtest suites are written
 # and verified against (it and all its k8s.io/* v0.33.13 staging modules download from the
 # proxy; 1.34-1.36 are listed too but unverified). Must match tests/tools/k8s/go.mod.
@@ -94,6 +98,7 @@ VERSITYGW := $(TOOLS_BIN)/versitygw
 CSI_SANITY := $(TOOLS_BIN)/csi-sanity
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
 HELM := $(TOOLS_BIN)/helm
+GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 ENVTEST_ASSETS := $(TOOLS_BIN)/k8s
 KUBE_APISERVER := $(ENVTEST_ASSETS)/kube-apiserver
 ETCD := $(ENVTEST_ASSETS)/etcd
@@ -107,7 +112,7 @@ E2E_TEST := $(ENVTEST_ASSETS)/e2e.test
 CSI_PROVISIONER := $(TOOLS_BIN)/csi-provisioner
 CSI_PROVISIONER_MOD_DIR := $(TOOLS_SCRIPTS)/csi-provisioner
 
-TOOLS_GO_BINS := $(VERSITYGW) $(CSI_SANITY) $(CONTROLLER_GEN) $(HELM)
+TOOLS_GO_BINS := $(VERSITYGW) $(CSI_SANITY) $(CONTROLLER_GEN) $(HELM) $(GOLANGCI_LINT)
 K8S_CLUSTER_BINS := $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL) $(GINKGO) $(AGNHOST)
 K8S_BINS := $(KUBE_APISERVER) $(K8S_CLUSTER_BINS)
 # Their packages, in the order of K8S_BINS.
@@ -153,6 +158,7 @@ tools-versions: ## Print the version each installed tool reports.
 	@[ ! -e $(CSI_SANITY) ] || $(CSI_SANITY) -version 2>&1 | sed 's/^Version = /csi-sanity /'
 	@[ ! -e $(CONTROLLER_GEN) ] || $(CONTROLLER_GEN) --version | sed 's/^Version: /controller-gen /'
 	@[ ! -e $(HELM) ] || echo "helm $$($(HELM) version --short)"
+	@[ ! -e $(GOLANGCI_LINT) ] || $(GOLANGCI_LINT) version
 	@[ ! -e $(KUBE_APISERVER) ] || $(KUBE_APISERVER) --version
 	@[ ! -e $(ETCD) ] || $(ETCD) --version | head -1
 	@for t in $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET); do [ ! -e $$t ] || $$t --version; done
@@ -198,6 +204,10 @@ $(VERSITYGW): $(call tool-stamp,versitygw,$(VERSITYGW_VERSION))
 
 $(CSI_SANITY): $(call tool-stamp,csi-sanity,$(CSI_SANITY_VERSION))
 	$(call go-install,github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity,$(CSI_SANITY_VERSION),-X main.VERSION=$(CSI_SANITY_VERSION))
+
+# golangci-lint prints the version stamped into main.version.
+$(GOLANGCI_LINT): $(call tool-stamp,golangci-lint,$(GOLANGCI_LINT_VERSION))
+	$(call go-install,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION),-X main.version=$(GOLANGCI_LINT_VERSION:v%=%))
 
 # controller-gen reads its version from the module build info; no -X needed.
 $(CONTROLLER_GEN): $(call tool-stamp,controller-gen,$(CONTROLLER_GEN_VERSION))

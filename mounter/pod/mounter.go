@@ -229,7 +229,7 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 	case mounthealth.Foreign:
 		return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, source, r.Entry.FsType, r.Entry.Source)
 	}
-	if err := os.MkdirAll(source, 0o755); err != nil {
+	if err := os.MkdirAll(source, 0o750); err != nil {
 		return fmt.Errorf("create source directory: %w", err)
 	}
 	if d, err := confined.Open(comm); err == nil {
@@ -316,7 +316,7 @@ func (m *Mounter) unmountSource(ctx context.Context, source string) error {
 			m.unmountOwnCopies(source, &e)
 		}
 		how := plain
-		if mounttable.IsMountS3(&e) && !(i == 0 && r.State == mounthealth.Live) {
+		if mounttable.IsMountS3(&e) && (i != 0 || r.State != mounthealth.Live) {
 			how = abort
 		}
 		if err := m.kernel.Unmount(source, how); err != nil {

@@ -235,7 +235,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	env := slices.Clone(req.Env)
 	if req.CABundle != nil {
 		p := filepath.Join(dir, mounter.CABundleFile)
-		if err := os.WriteFile(p, req.CABundle, 0o644); err != nil {
+		if err := os.WriteFile(p, req.CABundle, 0o600); err != nil { // mount-s3 runs as root
 			return fmt.Errorf("write CA bundle: %w", err)
 		}
 		env = append(env, "AWS_CA_BUNDLE="+p)
@@ -512,7 +512,7 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 	}
 	var cmds [][]string
 	for i, e := range r.Ours {
-		if mounttable.IsMountS3(&e) && !(i == 0 && r.State == mounthealth.Live) {
+		if mounttable.IsMountS3(&e) && (i != 0 || r.State != mounthealth.Live) {
 			// Forced (the FUSE connection aborted: nothing waits on the daemon, and calls stuck
 			// in it return) and lazy (a call still returning cannot make it busy).
 			cmds = append(cmds, []string{m.cfg.UmountPath, "-f", "-l", target})
@@ -664,7 +664,9 @@ func (m *Mounter) WatchUnits(changed func()) {
 				select {
 				case <-gone:
 					return
-				case <-errs:
+				case err := <-errs:
+					// A subscription error: the monitor's periodic sweep covers what was missed.
+					klog.V(4).InfoS("systemd unit state subscription", "err", err)
 				case u := <-updates:
 					if strings.HasPrefix(u.UnitName, "mount-s3-") && !strings.HasPrefix(u.UnitName, "mount-s3-umount-") && u.SubState != "running" {
 						changed()

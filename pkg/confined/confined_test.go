@@ -118,7 +118,7 @@ func TestSubAndSocket(t *testing.T) {
 	defer l.Close()
 	go func() {
 		if c, err := l.Accept(); err == nil {
-			c.Write([]byte("ok"))
+			_, _ = c.Write([]byte("ok"))
 			c.Close()
 		}
 	}()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 // StorageClass parameters of dynamically provisioned volumes.
@@ -144,19 +145,15 @@ func validateVolumeName(name string) error {
 	if err := validateText("name", name, maxVolumeName); err != nil {
 		return err
 	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@+=", r)) {
-			return invalid("name", "%q may only hold letters, digits and - _ . : / @ + =", name)
-		}
+	if !safetext.IsWord(name, "-_.:/@+=") {
+		return invalid("name", "%q may only hold letters, digits and - _ . : / @ + =", name)
 	}
 	return nil
 }
 
 // validateRegion checks the optional region of a provisioner secret without quoting it.
 func validateRegion(region string) error {
-	if region == "" || len(region) > maxRegion || strings.ContainsFunc(region, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-	}) {
+	if region == "" || len(region) > maxRegion || !safetext.IsWord(region, "-_.") {
 		return invalid("secrets", "%s must be 1-%d letters, digits, '-', '_' or '.'", secretRegion, maxRegion)
 	}
 	return nil

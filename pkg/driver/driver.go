@@ -70,7 +70,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o700); err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		lis.Close()
 		return fmt.Errorf("chmod socket: %w", err)
 	}

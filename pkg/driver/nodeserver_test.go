@@ -101,8 +101,8 @@ func TestSocketMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Mode().Perm() != 0o700 {
-		t.Errorf("socket mode = %v, want 0700", st.Mode().Perm())
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode = %v, want 0600 (owner only)", st.Mode().Perm())
 	}
 }
 

@@ -3,7 +3,6 @@ package driver
 import (
 	"errors"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -72,9 +71,7 @@ func validatePodUID(field, uid string) error {
 	if err := validateText(field, uid, 64); err != nil {
 		return err
 	}
-	if strings.ContainsFunc(uid, func(r rune) bool {
-		return !(r == '-' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)))
-	}) {
+	if !safetext.IsWord(uid, "-") {
 		return invalid(field, "%q is not a pod UID", uid)
 	}
 	return nil
@@ -118,7 +115,7 @@ func validateFSType(fsType string) error {
 	if fsType == "" {
 		return nil
 	}
-	if len(fsType) > 32 || strings.ContainsFunc(fsType, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-') }) {
+	if len(fsType) > 32 || strings.ToLower(fsType) != fsType || !safetext.IsWord(fsType, ".-") {
 		return invalid("volume_capability.mount.fs_type", "%q is not a filesystem type name", fsType)
 	}
 	return nil

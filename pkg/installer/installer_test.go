@@ -54,7 +54,7 @@ func TestInstallKeepsRunningBinary(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dst, "mount-s3"), sleep, 0o755))
 	cmd := exec.Command(filepath.Join(dst, "mount-s3"), "30")
 	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	oldIno := inode(t, filepath.Join(dst, "mount-s3"))
 
 	newContent := bytes.Repeat([]byte("x"), 1<<20)

@@ -241,9 +241,7 @@ func parseOne(raw string) (string, string, error) {
 	if i := strings.IndexAny(name, "= "); i >= 0 {
 		key, value, hasValue = name[:i], strings.TrimSpace(name[i+1:]), true
 	}
-	if key == "" || strings.ContainsFunc(key, func(r rune) bool {
-		return !(r == '-' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)))
-	}) {
+	if key == "" || !safetext.IsWord(key, "-") {
 		return "", "", refuse(raw, "not a mount-s3 option name")
 	}
 	if alias, ok := shortAliases[key]; ok {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 type kind int
@@ -173,9 +175,7 @@ func ifName(v string) error {
 	if len(v) > 15 || v == "." || v == ".." {
 		return errors.New("must be a network interface name of at most 15 characters")
 	}
-	if strings.IndexFunc(v, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:@", r))
-	}) >= 0 {
+	if !safetext.IsWord(v, "-_.:@") {
 		return errors.New("must be a network interface name: letters, digits and -_.:@ only")
 	}
 	return nil

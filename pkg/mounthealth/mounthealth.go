@@ -29,13 +29,13 @@ import (
 type State int
 
 const (
-	// Absent: nothing is mounted at the path (it may not exist).
+	// Absent means nothing is mounted at the path (it may not exist).
 	Absent State = iota
-	// Live: a mount-s3 mount whose daemon answered in time.
+	// Live is a mount-s3 mount whose daemon answered in time.
 	Live
-	// Dead: a mount-s3 mount whose daemon is gone or did not answer in time.
+	// Dead is a mount-s3 mount whose daemon is gone or did not answer in time.
 	Dead
-	// Foreign: a mount of another filesystem is at the path.
+	// Foreign is a mount of another filesystem at the path.
 	Foreign
 )
 

@@ -76,16 +76,16 @@ func TestMountS3Args(t *testing.T) {
 
 func TestTail(t *testing.T) {
 	tl := newTail(16)
-	tl.Write([]byte("short\n"))
+	_, _ = tl.Write([]byte("short\n"))
 	if got := tl.String(); got != "short\n" {
 		t.Fatalf("tail = %q", got)
 	}
-	tl.Write([]byte("a partial line\nlast line\n"))
+	_, _ = tl.Write([]byte("a partial line\nlast line\n"))
 	if got := tl.String(); got != "[earlier output dropped]\nlast line\n" {
 		t.Fatalf("tail = %q", got)
 	}
 	big := newTail(8)
-	big.Write([]byte(strings.Repeat("x", 100) + "\nend\n"))
+	_, _ = big.Write([]byte(strings.Repeat("x", 100) + "\nend\n"))
 	if got := big.String(); got != "[earlier output dropped]\nend\n" || len(big.buf) != 8 {
 		t.Fatalf("tail = %q (%d bytes kept)", got, len(big.buf))
 	}

@@ -219,7 +219,7 @@ func serve(ctx context.Context, c Config, o mountoptions.Options, fuse *os.File)
 			running = false
 		case <-ctx.Done():
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			klog.InfoS("Killed mount-s3", "cause", ctx.Err(), "exit", <-exited)
 			return ctx.Err()
 		}
 	}

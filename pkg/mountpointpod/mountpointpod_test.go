@@ -133,7 +133,9 @@ func start(t *testing.T, prepare func(comm string)) *fixture {
 	go func() { f.done <- Run(ctx, c) }()
 	t.Cleanup(func() {
 		cancel() // kills a fake still running
-		<-f.done
+		if err := <-f.done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Logf("Run after cancel: %v", err)
+		}
 	})
 	return f
 }

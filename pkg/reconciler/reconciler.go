@@ -92,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Resu
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			// Someone else wrote first: retry on fresh data, without logging an error.
 			log.FromContext(ctx).V(1).Info("Write raced, retrying", "err", err.Error())
-			return reconcile.Result{Requeue: true}, nil
+			return reconcile.Result{RequeueAfter: raceRetry}, nil
 		}
 	}
 	return res, err
@@ -150,6 +150,10 @@ func (r *Reconciler) defaultMode() mountmode.Mode {
 	}
 	return r.cfg.DefaultMode
 }
+
+// raceRetry is how soon a key whose write raced another writer is reconciled again: the cache
+// has the other write by then, as a rule.
+const raceRetry = 100 * time.Millisecond
 
 // problem is a reason a workload volume cannot be served yet.
 type problem struct{ reason, message string }

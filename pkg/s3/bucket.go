@@ -31,12 +31,12 @@ type Owner struct {
 type CreateResult string
 
 const (
-	// Created: this call created the bucket and marked it.
+	// Created means this call created the bucket and marked it.
 	Created CreateResult = "created"
-	// Existing: the bucket already was marked for the same owner (a retried create).
+	// Existing means the bucket already was marked for the same owner (a retried create).
 	Existing CreateResult = "existing"
-	// Adopted: the bucket existed in this account, empty and without any tag, and is now
-	// marked. This is what a create interrupted between creating and tagging leaves behind.
+	// Adopted means the bucket existed in this account, empty and without any tag, and is
+	// now marked. This is what a create interrupted between creating and tagging leaves behind.
 	Adopted CreateResult = "adopted"
 )
 

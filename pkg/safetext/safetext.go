@@ -61,3 +61,19 @@ func Unsafe(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r) ||
 		r == utf8.RuneError || strings.ContainsRune("\uFFFE\uFFFF", r)
 }
+
+// IsWord reports whether s holds only ASCII letters, ASCII digits and runes of extra: the
+// shape of identifiers (pod UIDs, option names, interface names) that end up in names, paths
+// or command lines. The empty string is a word; callers check length themselves.
+func IsWord(s, extra string) bool {
+	for _, r := range s {
+		if !isASCIIAlnum(r) && !strings.ContainsRune(extra, r) {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCIIAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}

@@ -62,3 +62,25 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+func TestIsWord(t *testing.T) {
+	for _, tc := range []struct {
+		s, extra string
+		want     bool
+	}{
+		{"", "", true},
+		{"abcXYZ019", "", true},
+		{"a-b", "", false},
+		{"a-b", "-", true},
+		{"a_b.c:d@e", "-_.:@", true},
+		{"a/b", "-_.:@", false},
+		{"é", "", false},      // letters outside ASCII
+		{"١٢٣", "", false},    // digits outside ASCII
+		{"a b", "-", false},   // space
+		{"a\x00b", "", false}, // control
+	} {
+		if got := IsWord(tc.s, tc.extra); got != tc.want {
+			t.Errorf("IsWord(%q, %q) = %v, want %v", tc.s, tc.extra, got, tc.want)
+		}
+	}
+}

@@ -255,10 +255,3 @@ func must(t harness.TB, err error) {
 		t.Fatalf("%v", err)
 	}
 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}

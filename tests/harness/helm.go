@@ -49,8 +49,7 @@ func Helm(t TB, args ...string) (string, error) {
 		return stdout.String(), nil
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
-		<-done
-		return "", fmt.Errorf("helm %v: timed out", args)
+		return "", fmt.Errorf("helm %v: timed out after a minute (killed: %v)", args, <-done)
 	}
 }
 

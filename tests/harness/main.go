@@ -21,9 +21,14 @@ func NewMainTB() *MainTB {
 	return &MainTB{tmp: dir}
 }
 
-func (m *MainTB) Helper()                         {}
+// Helper does nothing (there is no test to mark).
+func (m *MainTB) Helper() {}
+
+// Logf prints a line on stderr.
 func (m *MainTB) Logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-func (m *MainTB) Cleanup(f func())                { m.cleanups = append(m.cleanups, f) }
+
+// Cleanup registers f to run at Close (last registered first).
+func (m *MainTB) Cleanup(f func()) { m.cleanups = append(m.cleanups, f) }
 
 // Fatalf prints the message, runs the cleanups and exits with status 1.
 func (m *MainTB) Fatalf(format string, args ...any) {

@@ -248,17 +248,20 @@ func waitHealthy(client *http.Client, url string, exited <-chan error) error {
 	return fmt.Errorf("no healthy answer from %s within %v", url, s3StartTimeout)
 }
 
-// stopProcess terminates p (if it is still running) and waits for the Wait goroutine.
+// stopProcess terminates p (if it is still running) and waits for the Wait goroutine. How it
+// exited does not matter: it was asked to.
 func stopProcess(t TB, p *os.Process, exited <-chan error, logPath string) {
 	_ = p.Signal(syscall.SIGTERM)
 	select {
-	case <-exited:
+	case err := <-exited:
+		t.Logf("versitygw stopped (%v)", err)
 		return
 	case <-time.After(s3StopTimeout):
 	}
 	_ = p.Kill()
 	select {
-	case <-exited:
+	case err := <-exited:
+		t.Logf("versitygw killed (%v)", err)
 	case <-time.After(s3StopTimeout):
 		t.Logf("versitygw (pid %d) did not exit after SIGKILL; log at %s", p.Pid, logPath)
 	}

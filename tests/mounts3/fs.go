@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"os"
 	"sort"
@@ -197,10 +198,11 @@ func (f *s3fs) resolveRemote(key string) (kind int, info objInfo, errno syscall.
 	if len(l.objects) > 0 || len(l.prefixes) > 0 {
 		return remoteDir, info, 0
 	}
-	switch info, err = f.st.head(sctx, key); {
-	case err == nil:
+	info, err = f.st.head(sctx, key)
+	if err == nil {
 		return remoteFile, info, 0
-	case err == errNotFound:
+	}
+	if errors.Is(err, errNotFound) {
 		return remoteNone, info, 0
 	}
 	return 0, info, f.ioErr("HeadObject", key, err)

@@ -31,7 +31,7 @@ func (m *memStore) list(ctx context.Context, prefix, delim string, maxKeys int32
 	for k := range m.objs {
 		// token is the last key or common prefix returned: resume after it (and after
 		// everything under it, for a prefix).
-		past := token == "" || (k > token && !(strings.HasSuffix(token, delim) && delim != "" && strings.HasPrefix(k, token)))
+		past := token == "" || (k > token && (!strings.HasSuffix(token, delim) || delim == "" || !strings.HasPrefix(k, token)))
 		if strings.HasPrefix(k, prefix) && past {
 			keys = append(keys, k)
 		}
@@ -338,7 +338,9 @@ func TestFSCreateChecksS3(t *testing.T) {
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Fatalf("stat: %v", err)
 	}
-	st.put(context.Background(), "late", []byte("other client"))
+	if err := st.put(context.Background(), "late", []byte("other client")); err != nil {
+		t.Fatal(err)
+	}
 	_, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	wantErrno(t, "create over a remote object", err, syscall.EEXIST)
 	if b, _ := st.object("late"); string(b) != "other client" {
