@@ -80,14 +80,19 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml) in both modules, and for
 	GOOS=darwin $(GOLANGCI_LINT) run ./...
 	cd $(TESTS_DIR) && $(GOLANGCI_LINT) run ./...
 
+.PHONY: docs-check
+docs-check: ## Every message docs/troubleshooting.md quotes is one the code emits; every relative Markdown link resolves.
+	$(TESTS_GO) run ./docscheck -root $(CURDIR)
+
 .PHONY: verify
-verify: generate $(GOLANGCI_LINT) ## Fail on unformatted code, go.mod drift, vet or lint findings, a broken non-Linux build or generated-file drift.
+verify: generate $(GOLANGCI_LINT) ## Fail on unformatted code, go.mod drift, vet or lint findings, a broken non-Linux build, docs that drift from the code, or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(TESTS_GO) mod tidy -diff
 	@$(MAKE) --no-print-directory vet
 	GOOS=darwin $(GO) build ./... && GOOS=darwin $(GO) vet ./...
 	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory docs-check
 	@if [ -n "$$(git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files)" ]; then \
 		echo "generated files are out of date; run make generate and commit:"; git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files; exit 1; fi
 
