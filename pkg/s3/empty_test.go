@@ -53,27 +53,13 @@ func TestEmptyBucket(t *testing.T) {
 		},
 		{
 			name: "no ListObjectVersions: ListObjectsV2", objects: 4, stopAt: future, calls: 1,
-			setup: func(f *fakeAPI) {
-				f.fail = func(op, _ string) error {
-					if op == "ListObjectVersions" {
-						return apiErr("NotImplemented")
-					}
-					return nil
-				}
-			},
-			want: []EmptyResult{{Objects: 4}},
+			setup: notImplemented("ListObjectVersions"),
+			want:  []EmptyResult{{Objects: 4}},
 		},
 		{
 			name: "no multipart upload listing", objects: 1, stopAt: future, calls: 1,
-			setup: func(f *fakeAPI) {
-				f.fail = func(op, _ string) error {
-					if op == "ListMultipartUploads" {
-						return apiErr("NotImplemented")
-					}
-					return nil
-				}
-			},
-			want: []EmptyResult{{Objects: 1}},
+			setup: notImplemented("ListMultipartUploads"),
+			want:  []EmptyResult{{Objects: 1}},
 		},
 		{
 			name: "a key that cannot be deleted fails the call", objects: 5, stopAt: future, calls: 1,
@@ -145,5 +131,18 @@ func TestEmptyBucketContext(t *testing.T) {
 	_, err := (&Client{api: f}).EmptyBucket(context.Background(), "bkt", time.Now().Add(time.Hour))
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want the context error", err)
+	}
+}
+
+// notImplemented makes the fake answer NotImplemented to every call of op, as stores without
+// that S3 feature do.
+func notImplemented(op string) func(*fakeAPI) {
+	return func(f *fakeAPI) {
+		f.fail = func(o, _ string) error {
+			if o == op {
+				return apiErr("NotImplemented")
+			}
+			return nil
+		}
 	}
 }

@@ -16,9 +16,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
@@ -53,28 +51,7 @@ func runControllerBench(b *testing.B) {
 	k.EnsureNamespace(b, "bench")
 	for v := 0; v < benchPVs; v++ {
 		name := fmt.Sprintf("pv-%03d", v)
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Ti")},
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-				ClaimRef:    &corev1.ObjectReference{Namespace: "bench", Name: "claim-" + name},
-				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-					Driver: "s3.csi.scality.com", VolumeHandle: name, VolumeAttributes: map[string]string{"bucketName": "bucket-" + name},
-				}},
-			},
-		}
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "claim-" + name, Namespace: "bench"},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: ptr.To(""), VolumeName: name,
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			},
-		}
-		must(b, c.Create(ctx, pv))
-		must(b, c.Create(ctx, pvc))
-		pvc.Status.Phase = corev1.ClaimBound
-		must(b, c.Status().Update(ctx, pvc))
+		benchVolumeOf(b, k, name, "bucket-"+name)
 	}
 	ctrl := harness.StartController(b, k, harness.ControllerOptions{User: controllerID, LeaderElect: true, ExtraArgs: []string{"--v=0"}})
 	waitLeader(b, k)

@@ -124,7 +124,14 @@ func standinOnFD(b *testing.B, s3 *harness.S3Server, kubelet string) []time.Dura
 	return out
 }
 
+// benchVolume creates a static PV of this driver for bucket "pod-bench" and its bound claim in
+// namespace bench.
 func benchVolume(b *testing.B, k *harness.Kube, name string) *corev1.PersistentVolume {
+	return benchVolumeOf(b, k, name, "pod-bench")
+}
+
+// benchVolumeOf creates a static PV named name for bucket and its bound claim "claim-<name>".
+func benchVolumeOf(b *testing.B, k *harness.Kube, name, bucket string) *corev1.PersistentVolume {
 	ctx := context.Background()
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -133,7 +140,7 @@ func benchVolume(b *testing.B, k *harness.Kube, name string) *corev1.PersistentV
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 			ClaimRef:    &corev1.ObjectReference{Namespace: "bench", Name: "claim-" + name},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: "s3.csi.scality.com", VolumeHandle: name, VolumeAttributes: map[string]string{"bucketName": "pod-bench"},
+				Driver: "s3.csi.scality.com", VolumeHandle: name, VolumeAttributes: map[string]string{"bucketName": bucket},
 			}},
 		},
 	}

@@ -173,15 +173,7 @@ func TestIgnoredWorkloads(t *testing.T) {
 	e.pod("other-driver", e.node(1), nil, otherDriver)
 	e.pod("no-claims", e.node(1), nil)
 	unscheduled := e.pod("unscheduled", "", nil, ours)
-	consistently(t, 2*time.Second, func() string {
-		if a := e.attachments(); len(a) != 0 {
-			return fmt.Sprintf("attachments created for ignored workloads: %v", a)
-		}
-		if p := e.mountpointPods(); len(p) != 0 {
-			return fmt.Sprintf("Mountpoint Pods created for ignored workloads: %d", len(p))
-		}
-		return ""
-	})
+	e.expectNothingMade(2*time.Second, "for ignored workloads")
 	// Once scheduled (the test plays the scheduler), the pod is served.
 	binding := &corev1.Binding{ObjectMeta: unscheduled.ObjectMeta, Target: corev1.ObjectReference{Kind: "Node", Name: e.node(1)}}
 	binding.ResourceVersion = ""

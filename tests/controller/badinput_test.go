@@ -42,15 +42,7 @@ func TestMisconfiguredVolumesGetEventsNotObjects(t *testing.T) {
 	e.expectEvent(w1, reconciler.ReasonVolumeMisconfigured, "bucketName")
 	e.expectEvent(w2, reconciler.ReasonVolumeMisconfigured, "authenticationSource")
 	e.expectEvent(w3, reconciler.ReasonVolumeMisconfigured, "does not exist")
-	consistently(t, time.Second, func() string {
-		if a := e.attachments(); len(a) != 0 {
-			return fmt.Sprintf("partial objects: %v", a)
-		}
-		if p := e.mountpointPods(); len(p) != 0 {
-			return fmt.Sprintf("partial objects: %d Mountpoint Pods", len(p))
-		}
-		return ""
-	})
+	e.expectNothingMade(time.Second, "for misconfigured volumes (partial objects)")
 	if !e.ctrl.Running() {
 		t.Fatal("controller crashed")
 	}

@@ -286,6 +286,21 @@ func consistently(t *testing.T, d time.Duration, cond func() string) {
 	}
 }
 
+// expectNothingMade fails the test when an attachment or a Mountpoint Pod exists at any check
+// during d. Call it after something shows the controller has looked (an event, say).
+func (e *env) expectNothingMade(d time.Duration, why string) {
+	e.t.Helper()
+	consistently(e.t, d, func() string {
+		if a := e.attachments(); len(a) != 0 {
+			return fmt.Sprintf("attachments made %s: %v", why, a)
+		}
+		if p := e.mountpointPods(); len(p) != 0 {
+			return fmt.Sprintf("Mountpoint Pods made %s: %d", why, len(p))
+		}
+		return ""
+	})
+}
+
 // eventsFor returns the reasons of events about a pod.
 func (e *env) eventsFor(p *corev1.Pod) []string {
 	e.t.Helper()

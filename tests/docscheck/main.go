@@ -243,7 +243,8 @@ func codeTexts(root string) ([]string, error) {
 	}
 	chart := filepath.Join(root, "charts", "scality-s3-csi-driver")
 	err := filepath.WalkDir(chart, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !(strings.Contains(p, "templates") || strings.HasSuffix(p, ".schema.json")) {
+		chartText := strings.Contains(p, "templates") || strings.HasSuffix(p, ".schema.json")
+		if err != nil || d.IsDir() || !chartText {
 			return err
 		}
 		b, err := os.ReadFile(p) //nolint:gosec // G304: the repository's own chart

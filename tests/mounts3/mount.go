@@ -198,74 +198,50 @@ type allowRootFS struct {
 	owner uint32
 }
 
-func (a *allowRootFS) denied(h *fuse.InHeader) bool { return h.Uid != 0 && h.Uid != a.owner }
-
-func (a *allowRootFS) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	if a.denied(h) {
+// gate answers EACCES to callers other than root and the mounting user, and passes the rest on.
+func (a *allowRootFS) gate(h *fuse.InHeader, pass func() fuse.Status) fuse.Status {
+	if h.Uid != 0 && h.Uid != a.owner {
 		return fuse.EACCES
 	}
-	return a.RawFileSystem.Lookup(c, h, name, out)
+	return pass()
+}
+
+func (a *allowRootFS) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	return a.gate(h, func() fuse.Status { return a.RawFileSystem.Lookup(c, h, name, out) })
 }
 
 func (a *allowRootFS) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	if a.denied(&in.InHeader) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.GetAttr(c, in, out)
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.GetAttr(c, in, out) })
 }
 
 func (a *allowRootFS) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	if a.denied(&in.InHeader) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.SetAttr(c, in, out)
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.SetAttr(c, in, out) })
 }
 
 func (a *allowRootFS) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if a.denied(&in.InHeader) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.Open(c, in, out)
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Open(c, in, out) })
 }
 
 func (a *allowRootFS) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if a.denied(&in.InHeader) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.OpenDir(c, in, out)
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.OpenDir(c, in, out) })
 }
 
 func (a *allowRootFS) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	if a.denied(&in.InHeader) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.Create(c, in, name, out)
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Create(c, in, name, out) })
 }
 
 func (a *allowRootFS) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	if a.denied(&in.InHeader) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.Mkdir(c, in, name, out)
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Mkdir(c, in, name, out) })
 }
 
 func (a *allowRootFS) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	if a.denied(h) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.Unlink(c, h, name)
+	return a.gate(h, func() fuse.Status { return a.RawFileSystem.Unlink(c, h, name) })
 }
 
 func (a *allowRootFS) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	if a.denied(h) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.Rmdir(c, h, name)
+	return a.gate(h, func() fuse.Status { return a.RawFileSystem.Rmdir(c, h, name) })
 }
 
 func (a *allowRootFS) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	if a.denied(h) {
-		return fuse.EACCES
-	}
-	return a.RawFileSystem.StatFs(c, h, out)
+	return a.gate(h, func() fuse.Status { return a.RawFileSystem.StatFs(c, h, out) })
 }

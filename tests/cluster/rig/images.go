@@ -50,14 +50,20 @@ type image struct {
 
 const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// baseFiles are what every image has besides its programs: the usual directories, and a
-// passwd/group naming root and the Mountpoint Pods' user (1000).
+// baseFiles are what every image of the project has besides its programs: the usual
+// directories, and a passwd/group naming root and the Mountpoint Pods' user (1000).
 func baseFiles() []file {
+	return rootFiles("root:x:0:0:root:/root:/bin/sh\nmountpoint:x:1000:1000::/tmp:/sbin/nologin\nnobody:x:65534:65534::/nonexistent:/sbin/nologin\n",
+		"root:x:0:\nmountpoint:x:1000:\nnogroup:x:65534:\n")
+}
+
+// rootFiles are the usual directories of a root file system and the given passwd and group.
+func rootFiles(passwd, group string) []file {
 	return []file{
 		{path: "etc", dir: true, mode: 0o755}, {path: "tmp", dir: true, mode: 0o1777},
 		{path: "proc", dir: true, mode: 0o555}, {path: "sys", dir: true, mode: 0o555}, {path: "dev", dir: true, mode: 0o755},
-		{path: "etc/passwd", mode: 0o644, inline: []byte("root:x:0:0:root:/root:/bin/sh\nmountpoint:x:1000:1000::/tmp:/sbin/nologin\nnobody:x:65534:65534::/nonexistent:/sbin/nologin\n")},
-		{path: "etc/group", mode: 0o644, inline: []byte("root:x:0:\nmountpoint:x:1000:\nnogroup:x:65534:\n")},
+		{path: "etc/passwd", mode: 0o644, inline: []byte(passwd)},
+		{path: "etc/group", mode: 0o644, inline: []byte(group)},
 	}
 }
 
@@ -97,12 +103,7 @@ func (u *upper) images() ([]image, error) {
 	}
 	// The e2e images name only root and nobody, like the upstream busybox image: the suites
 	// compare `ls -l` group columns with numeric ids.
-	busyboxRoot := append([]file{
-		{path: "etc", dir: true, mode: 0o755}, {path: "tmp", dir: true, mode: 0o1777},
-		{path: "proc", dir: true, mode: 0o555}, {path: "sys", dir: true, mode: 0o555}, {path: "dev", dir: true, mode: 0o755},
-		{path: "etc/passwd", mode: 0o644, inline: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n")},
-		{path: "etc/group", mode: 0o644, inline: []byte("root:x:0:\nnogroup:x:65534:\n")},
-	}, bb...)
+	busyboxRoot := append(rootFiles("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n", "root:x:0:\nnogroup:x:65534:\n"), bb...)
 	return []image{
 		{ref: pauseImage, entrypoint: []string{"/pause"}, files: append(baseFiles(), file{path: "pause", src: u.bin("pause"), mode: 0o755})},
 		{ref: DriverRepository + ":" + DriverTag, entrypoint: []string{"/bin/scality-s3-csi-driver"}, files: append(baseFiles(), driver...)},
