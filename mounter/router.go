@@ -124,7 +124,9 @@ func (r *Router) impl(m mountmode.Mode) (Mounter, error) {
 }
 
 // Mount routes a republish to the mode that made the existing mount, and a new mount to the
-// node's current mode.
+// node's current mode. A target whose mount is gone (a node reboot, say) but which a mode still
+// records is that mode's: the workload keeps its mode for its whole life, and no second mode
+// starts recording the same target.
 func (r *Router) Mount(ctx context.Context, req Request) error {
 	m, mounted, err := r.Classify(req.Target)
 	if err != nil {
@@ -132,6 +134,10 @@ func (r *Router) Mount(ctx context.Context, req Request) error {
 	}
 	if !mounted {
 		m = r.mode()
+		if rec := r.recordedBy(req.Target); rec != "" && rec != m {
+			klog.V(2).InfoS("Target has no mount but a record of another mode; mounting it in that mode", "target", req.Target, "mode", rec, "nodeMode", m)
+			m = rec
+		}
 	} else if r.legacyAlone(m) {
 		return r.mountLegacy(ctx, req)
 	}
@@ -142,20 +148,49 @@ func (r *Router) Mount(ctx context.Context, req Request) error {
 	return impl.Mount(ctx, req)
 }
 
+// holds reports whether impl keeps state for target: a record, or leftovers of an interrupted
+// publish.
+func (r *Router) holds(impl Mounter, target string) bool {
+	if l, ok := impl.(Leftovers); ok && l.HasLeftovers(target) {
+		return true
+	}
+	rep, ok := impl.(Repairer)
+	return ok && rep.Recorded(target)
+}
+
+// recordedBy returns the available mode that records target ("" when none does).
+func (r *Router) recordedBy(target string) mountmode.Mode {
+	for _, m := range []mountmode.Mode{mountmode.Pod, mountmode.Systemd} {
+		if rep, ok := r.implOf(m).(Repairer); ok && rep.Recorded(target) {
+			return m
+		}
+	}
+	return ""
+}
+
 // Unmount routes to the mode that made the mount. A target without a mount-s3 mount belongs to
-// neither mode: it goes to systemd mode only when that mode still holds state for it (an
-// interrupted systemd publish may have left a unit and credential files, see Leftovers);
-// otherwise the Router removes the empty target directory itself, without dialing systemd or
-// waiting for the Kubernetes API, so unpublish works on every node whatever its mode and
-// access (pod mode leaves nothing at a target before its final bind).
+// neither mode: it goes to a mode only when that mode still holds state for it (an interrupted
+// systemd publish may have left a unit and credential files, see Leftovers; after a reboot
+// every mode may record targets whose mounts died with the node); otherwise the Router removes
+// the empty target directory itself, without dialing systemd or waiting for the Kubernetes API,
+// so unpublish works on every node whatever its mode and access.
 func (r *Router) Unmount(ctx context.Context, target string) error {
 	m, mounted, err := r.Classify(target)
 	if err != nil {
 		return err
 	}
 	if !mounted {
-		if l, ok := r.systemd.(Leftovers); ok && l.HasLeftovers(target) {
-			return r.systemd.Unmount(ctx, target)
+		held := false
+		for _, m := range []mountmode.Mode{mountmode.Systemd, mountmode.Pod} {
+			if impl := r.implOf(m); r.holds(impl, target) {
+				held = true
+				if err := impl.Unmount(ctx, target); err != nil {
+					return err
+				}
+			}
+		}
+		if held {
+			return nil
 		}
 		return r.removeTarget(ctx, target)
 	}
@@ -166,7 +201,19 @@ func (r *Router) Unmount(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
-	return impl.Unmount(ctx, target)
+	if err := impl.Unmount(ctx, target); err != nil {
+		return err
+	}
+	// The other mode may still record the target (a mount it made died and the node's mode
+	// mounted it again): its state goes too, so that nothing is left.
+	for _, other := range []mountmode.Mode{mountmode.Pod, mountmode.Systemd} {
+		if other != m && r.holds(r.implOf(other), target) {
+			if err := r.implOf(other).Unmount(ctx, target); err != nil {
+				return fmt.Errorf("remove the %s mode state of %s: %w", other, target, err)
+			}
+		}
+	}
+	return nil
 }
 
 // removeTarget removes a target that holds no mount-s3 mount: nothing when it is gone, an error

@@ -148,3 +148,48 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// recorder is a Fake that keeps records like the real modes (Repairer): a target is recorded
+// while mounted.
+type recorder struct{ mountertest.Fake }
+
+func (r *recorder) Targets() []mounter.Target { return nil }
+func (r *recorder) Recorded(target string) bool {
+	_, ok := r.Mounted(target)
+	return ok
+}
+func (r *recorder) Repair(context.Context, string) (bool, error) { return false, nil }
+
+// TestRouterAfterReboot: every mount died with the node, the modes' records stayed. A
+// republish goes to the mode that records the target, whatever the node's mode now; an
+// unpublish clears the records of every mode, also of a target mounted by both (a dead mount of
+// one mode replaced by the other's), and the other modes' state never outlives the workload.
+func TestRouterAfterReboot(t *testing.T) {
+	dir := t.TempDir()
+	info := filepath.Join(dir, "mountinfo")
+	if err := os.WriteFile(info, []byte("1 0 8:1 / / rw - ext4 /dev/vda rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "pods", "w", "mount")
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sys, pod := &recorder{}, &recorder{}
+	mode := mountmode.Systemd
+	r := mounter.NewRouterWithTable(sys, pod, nil, func() mountmode.Mode { return mode }, filepath.Join(dir, "mnt"), info)
+	ctx := context.Background()
+	req := mounter.Request{VolumeID: "v", Target: target}
+	must(t, pod.Mount(ctx, req)) // pod mode published it before the reboot
+	must(t, r.Mount(ctx, req))   // kubelet's publish after it: nothing mounted, node in systemd mode
+	if calls := sys.Calls(); len(calls) != 0 {
+		t.Errorf("systemd mode got %v; the target is pod mode's", calls)
+	}
+	if calls := pod.Calls(); len(calls) != 2 {
+		t.Errorf("pod mode calls %v, want the republish", calls)
+	}
+	must(t, sys.Mount(ctx, req)) // both record it
+	must(t, r.Unmount(ctx, target))
+	if sys.Recorded(target) || pod.Recorded(target) {
+		t.Errorf("records left after the unpublish: systemd %v, pod %v", sys.Recorded(target), pod.Recorded(target))
+	}
+}

@@ -434,6 +434,11 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	if err := readJSON(m.paths.sourceRecord(rec.MountpointPod), &src); err != nil {
 		return false, fmt.Errorf("no record of Mountpoint Pod %s's mount: %w", rec.MountpointPod, err)
 	}
+	if missing := m.missingCommFiles(pod, src); missing != "" {
+		// A new comm directory (the node rebooted: the emptyDir is a tmpfs): handing over now
+		// would make mount-s3 fail for lack of them; kubelet's publish brings them.
+		return false, fmt.Errorf("%w: Mountpoint Pod %s no longer has %s (a new comm directory, after a node reboot): kubelet's next publish of the volume writes it again", mounter.ErrUnavailable, rec.MountpointPod, missing)
+	}
 	unlock, err := m.locks.Lock(ctx, rec.MountpointPod)
 	if err != nil {
 		return false, err
@@ -447,6 +452,23 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// missingCommFiles returns the first file of the pod's comm directory that src's environment
+// points mount-s3 at (credentials, CA bundle) and that is not there, or "".
+func (m *Mounter) missingCommFiles(pod *corev1.Pod, src sourceRecord) string {
+	comm, err := confined.Open(m.paths.comm(pod.UID))
+	if err != nil {
+		return podCommDir
+	}
+	defer comm.Close()
+	for _, kv := range src.Env {
+		_, v, _ := strings.Cut(kv, "=")
+		if rel, ok := strings.CutPrefix(v, podCommDir+"/"); ok && !comm.HasFile(rel) {
+			return v
+		}
+	}
+	return ""
 }
 
 // Targets lists the targets this mounter has published (and not unpublished), from its records.

@@ -388,3 +388,42 @@ func TestRepair(t *testing.T) {
 		t.Errorf("repair of a target without record: %v %v", repaired, err)
 	}
 }
+
+// TestRepairWaitsForKubeletAfterReboot: after a node reboot the Mountpoint Pod's comm directory
+// is a new, empty tmpfs: the monitor's repair (from records, without credentials) must not hand
+// over a mount whose mount-s3 would fail for lack of them; kubelet's publish, which carries
+// them, repairs it.
+func TestRepairWaitsForKubeletAfterReboot(t *testing.T) {
+	r := newRig(t)
+	pod := r.mountpointPod("mp-a", "w1")
+	ctx := context.Background()
+	target := r.target("w1")
+	req := request(t, target, "w1")
+	if err := r.m.Mount(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	r.k.kill(r.m.paths.source("mp-a"))
+	comm := r.m.paths.comm(pod.UID)
+	if err := os.RemoveAll(comm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(comm, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repaired, err := r.m.Repair(ctx, target)
+	if repaired || !errors.Is(err, mounter.ErrUnavailable) || !strings.Contains(err.Error(), "/comm/credentials/") {
+		t.Fatalf("repair without credentials = %v %v, want ErrUnavailable naming the missing file", repaired, err)
+	}
+	if n := len(r.sends()); n != 1 {
+		t.Errorf("%d hand-overs, want none after the first", n)
+	}
+	if err := r.m.Mount(ctx, req); err != nil {
+		t.Fatalf("kubelet's publish: %v", err)
+	}
+	if n := len(r.sends()); n != 2 {
+		t.Errorf("%d hand-overs, want the publish's", n)
+	}
+	if res, _ := r.m.health.Check(ctx, target); res.State.String() != "live" {
+		t.Errorf("target after the publish: %v", res.State)
+	}
+}

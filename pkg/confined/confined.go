@@ -49,6 +49,13 @@ func (d *Dir) Close() error { return d.root.Close() }
 // Name is the directory's path (for messages).
 func (d *Dir) Name() string { return d.root.Name() }
 
+// HasFile reports whether name (a slash-separated path below d) is a regular file, without
+// following a link at any component.
+func (d *Dir) HasFile(name string) bool {
+	st, err := d.root.Lstat(name)
+	return err == nil && st.Mode().IsRegular()
+}
+
 // Sub opens the subdirectory name, creating it with perm when missing, and sets its owner
 // (uid 0, group gid unless gid < 0) and mode on the opened directory itself. A name that is a
 // symbolic link or not a directory is refused.

@@ -13,7 +13,11 @@ package mountmonitor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -197,6 +201,18 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		st.lastLive, st.deadSince, st.failures, st.nextTry = now, time.Time{}, 0, time.Time{}
 		return "live"
 	}
+	if r.State == mounthealth.Absent && kubeletRemoved(t.Path) {
+		// kubelet tore the volume down without an unpublish reaching this mode (its mount died
+		// with the node, say): kubelet will not call again; drop the mode's state here.
+		if u, ok := m.modes[mode].(unmounter); ok {
+			if err := u.Unmount(ctx, t.Path); err != nil {
+				klog.ErrorS(err, "Dropping the state of a target kubelet removed", "target", t.Path, "volumeID", t.VolumeID, "mode", mode)
+				return "dead"
+			}
+			klog.InfoS("Dropped the state of a target kubelet removed", "target", t.Path, "volumeID", t.VolumeID, "mode", mode)
+			return "live"
+		}
+	}
 	cause := fmt.Sprint(r.Cause)
 	if r.State != mounthealth.Dead {
 		cause = "the mount is gone (" + r.State.String() + ")"
@@ -234,6 +250,19 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	}
 	st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
 	return "live"
+}
+
+// unmounter is the mode's Unmount (every mode has one).
+type unmounter interface {
+	Unmount(ctx context.Context, target string) error
+}
+
+// kubeletRemoved reports whether the directory kubelet makes for a target's volume (the
+// target's parent) is gone: kubelet removes it after the volume's teardown, never before a
+// publish.
+func kubeletRemoved(target string) bool {
+	_, err := os.Lstat(filepath.Dir(target))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // recover applies the volume's recovery policy after a repair.

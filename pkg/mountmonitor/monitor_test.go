@@ -151,3 +151,48 @@ func TestMonitorDetectsRepairsAndBacksOff(t *testing.T) {
 		t.Errorf("state kept for an unpublished target")
 	}
 }
+
+// unmountingMode is a fakeMode with an Unmount that forgets the target.
+type unmountingMode struct {
+	fakeMode
+	unmounted []string
+}
+
+func (u *unmountingMode) Unmount(_ context.Context, target string) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.unmounted = append(u.unmounted, target)
+	u.targets = nil
+	return nil
+}
+
+// TestMonitorDropsTargetsKubeletRemoved: a recorded target with nothing mounted whose volume
+// directory kubelet removed (its pod went while its mount was already gone, e.g. across a
+// reboot) is forgotten through the mode's Unmount instead of being "repaired" again and again;
+// one whose directory is there is repaired.
+func TestMonitorDropsTargetsKubeletRemoved(t *testing.T) {
+	dir := t.TempDir()
+	info := filepath.Join(dir, "mountinfo")
+	if err := os.WriteFile(info, []byte("1 0 8:1 / / rw - ext4 /dev/vda rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(dir, "pods", "a", "volumes", "kubernetes.io~csi", "pv", "mount")
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	removed := filepath.Join(dir, "pods", "b", "volumes", "kubernetes.io~csi", "pv", "mount")
+	health := &mounthealth.Checker{Table: mounttable.Table{Path: info}}
+	gone := &unmountingMode{fakeMode: fakeMode{targets: []mounter.Target{{Path: removed, VolumeID: "v"}}}}
+	here := &fakeMode{targets: []mounter.Target{{Path: kept, VolumeID: "v"}}, repairOK: true}
+	m := New(Config{Health: health, Locks: &inflight.Set{}, Interval: time.Hour})
+	m.Watch(mountmode.Systemd, gone)
+	m.Watch(mountmode.Pod, here)
+	m.SetRecorder(&fakeRecorder{})
+	m.Sweep(context.Background())
+	if len(gone.unmounted) != 1 || gone.unmounted[0] != removed || gone.repairs != 0 {
+		t.Errorf("removed target: unmounted %v, repairs %d; want one Unmount, no repair", gone.unmounted, gone.repairs)
+	}
+	if here.repairs != 1 {
+		t.Errorf("target still there: %d repairs, want 1", here.repairs)
+	}
+}

@@ -33,6 +33,7 @@ func TestCluster(t *testing.T) {
 		{"controller-restart-burst", testControllerBurst},
 		{"drain", testDrain},
 		{"upgrade-rollback", testUpgradeRollback},
+		{"reboot", testReboot},
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {

@@ -239,14 +239,9 @@ func (s nodeState) String() string {
 func currentState(t *testing.T) nodeState {
 	t.Helper()
 	var s nodeState
-	info, err := os.ReadFile("/proc/self/mountinfo")
+	var err error
+	s.mounts, err = driverMounts()
 	harness.Must(t, err)
-	for _, line := range strings.Split(string(info), "\n") {
-		f := strings.Fields(line)
-		if i := slices.Index(f, "-"); i > 0 && i+2 < len(f) && f[i+2] == "mountpoint-s3" && strings.HasPrefix(f[4], rig.KubeletDir+"/") {
-			s.mounts = append(s.mounts, f[4])
-		}
-	}
 	out, err := rig.Systemctl("list-units", "--all", "--plain", "--no-legend", "mount-s3-*")
 	harness.Must(t, err)
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -269,6 +264,23 @@ func currentState(t *testing.T) nodeState {
 		s.attachments = append(s.attachments, a.Name)
 	}
 	return s
+}
+
+// driverMounts lists the mount-s3 mounts (and binds of them) below the kubelet directory, from
+// the mount table (this process shares the host's mount namespace).
+func driverMounts() ([]string, error) {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(info), "\n") {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "-"); i > 0 && i+2 < len(f) && f[i+2] == "mountpoint-s3" && strings.HasPrefix(f[4], rig.KubeletDir+"/") {
+			mounts = append(mounts, f[4])
+		}
+	}
+	return mounts, nil
 }
 
 // expectClean waits until the driver holds nothing on the node: no mount, unit, credential

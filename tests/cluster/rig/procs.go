@@ -94,7 +94,11 @@ func alive(pid int, exe string) bool {
 	if err != nil {
 		return false
 	}
-	return strings.TrimSuffix(target, " (deleted)") == exe
+	target = strings.TrimSuffix(target, " (deleted)")
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real // bin/k8s/etcd is a link to the system's etcd
+	}
+	return target == exe
 }
 
 // stopPID sends SIGTERM, waits up to grace, then SIGKILLs.
