@@ -34,6 +34,7 @@ func TestCluster(t *testing.T) {
 		{"drain", testDrain},
 		{"upgrade-rollback", testUpgradeRollback},
 		{"reboot", testReboot},
+		{"upgrade-from-1x", testUpgradeFrom1x},
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {

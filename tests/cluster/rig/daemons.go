@@ -316,6 +316,18 @@ func Systemctl(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// SystemdRun runs `systemd-run --user ARGS` against the rig's user manager (a transient unit, as
+// another program than the driver would start one) and waits for its start job.
+func SystemdRun(args ...string) (string, error) {
+	cmd := exec.Command("systemd-run", append([]string{"--user"}, args...)...)
+	cmd.Env = append(append([]string(nil), baseEnv...), "XDG_RUNTIME_DIR="+systemdRuntimeDir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("systemd-run --user %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
 func (u *upper) startS3(context.Context) error {
 	if err := os.MkdirAll(s3DataDir, 0o700); err != nil {
 		return err
