@@ -306,24 +306,19 @@ func (u *upper) startSystemd(context.Context) error {
 }
 
 // Systemctl runs `systemctl --user ARGS` against the rig's user manager.
-func Systemctl(args ...string) (string, error) {
-	cmd := exec.Command("systemctl", append([]string{"--user"}, args...)...)
-	cmd.Env = append(append([]string(nil), baseEnv...), "XDG_RUNTIME_DIR="+systemdRuntimeDir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("systemctl --user %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
-}
+func Systemctl(args ...string) (string, error) { return userManager("systemctl", args...) }
 
 // SystemdRun runs `systemd-run --user ARGS` against the rig's user manager (a transient unit, as
 // another program than the driver would start one) and waits for its start job.
-func SystemdRun(args ...string) (string, error) {
-	cmd := exec.Command("systemd-run", append([]string{"--user"}, args...)...)
+func SystemdRun(args ...string) (string, error) { return userManager("systemd-run", args...) }
+
+// userManager runs a systemd client with --user against the rig's user manager.
+func userManager(program string, args ...string) (string, error) {
+	cmd := exec.Command(program, append([]string{"--user"}, args...)...)
 	cmd.Env = append(append([]string(nil), baseEnv...), "XDG_RUNTIME_DIR="+systemdRuntimeDir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("systemd-run --user %s: %v: %s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("%s --user %s: %v: %s", program, strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
 }
