@@ -61,6 +61,19 @@ node:
 // install, then waiting for both rollouts to finish.
 func installChart(t *testing.T, extra ...string) {
 	t.Helper()
+	installChartFrom(t, harness.ChartDir(), extra...)
+}
+
+// previousChart is the previous release of the chart, packaged (helm package) from the chart
+// at commit bf938fc (before node.updateStrategy, the Mountpoint Pods' disruption budget and
+// the refusal of the 1.x chart's values), as users get a released chart.
+func previousChart() string {
+	return filepath.Join(harness.RepoRoot(), "tests", "cluster", "testdata", "scality-s3-csi-driver-0.0.9.tgz")
+}
+
+// installChartFrom is installChart with another chart (a directory or a packaged chart).
+func installChartFrom(t *testing.T, chart string, extra ...string) {
+	t.Helper()
 	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: credentialsSc, Namespace: releaseNS},
 		StringData: map[string]string{"access_key_id": rig.S3AccessKey, "secret_access_key": rig.S3SecretKey}}
@@ -76,7 +89,7 @@ func installChart(t *testing.T, extra ...string) {
 		t.Logf("release %s exists: helm upgrade instead of install", release)
 		verb = "upgrade"
 	}
-	args := append([]string{verb, release, harness.ChartDir(), "-n", releaseNS, "-f", values}, extra...)
+	args := append([]string{verb, release, chart, "-n", releaseNS, "-f", values}, extra...)
 	mustRun(t)(helm(t, args...))
 	waitRollout(t)
 }

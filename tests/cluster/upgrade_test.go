@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -130,14 +131,17 @@ func testDrain(t *testing.T) {
 	expectClean(t)
 }
 
-// testUpgradeRollback upgrades the release while a writer runs in each mode (one mounted in
-// systemd mode, one through a Mountpoint Pod), then rolls it back: every driver pod is replaced
-// twice (the upgrade changes both pod templates), the writers never fail a write, every file
-// they report is in the bucket, each mount keeps its mode, the Mountpoint Pod keeps serving its
-// workload through both rollouts and retires when it leaves. (The rig has one image of the
-// driver: the upgrade is a new revision of the chart with changed pod templates, which is what
-// a version change does to running pods; version skew itself is not exercised.)
+// testUpgradeRollback runs the previous release of the chart (previousChart), upgrades it to
+// this chart while a writer runs in each mode (one mounted in systemd mode, one through a
+// Mountpoint Pod), then rolls it back: every driver pod is replaced twice, the writers never
+// fail a write, every file they report is in the bucket, each mount keeps its mode, the
+// Mountpoint Pod keeps serving its workload through both rollouts and retires when it leaves.
+// (The rig has one image of the driver: the upgrade also changes both pod templates, as a new
+// image tag does; version skew of the binaries themselves is not exercised.) At the end the
+// release is this chart again.
 func testUpgradeRollback(t *testing.T) {
+	installChartFrom(t, previousChart())
+	t.Cleanup(func() { installChart(t) })
 	setMode(t, "systemd")
 	ns := newNamespace(t, "upgrade")
 	bucket := "upgrade-" + suffix()
@@ -153,9 +157,16 @@ func testUpgradeRollback(t *testing.T) {
 	if len(before.units) != 1 || len(before.mpPods) != 1 {
 		t.Fatalf("want one systemd mount and one Mountpoint Pod: %s", before)
 	}
-	revision := func() string {
+	// chartOf returns the chart (name-version) of the release's current revision.
+	chartOf := func() string {
 		out := mustRun(t)(helm(t, "history", release, "-n", releaseNS, "--max", "1", "-o", "json"))
-		return out
+		var h []struct {
+			Chart string `json:"chart"`
+		}
+		if err := json.Unmarshal([]byte(out), &h); err != nil || len(h) != 1 {
+			t.Fatalf("helm history: %v: %s", err, out)
+		}
+		return h[0].Chart
 	}
 	// The driver's pods (node plugin, controller) by UID: each rollout must replace them all.
 	driverPods := func() []string {
@@ -179,9 +190,15 @@ func testUpgradeRollback(t *testing.T) {
 		}
 		return len(now) > 0
 	}
-	t.Logf("before the upgrade: %s", revision())
+	const previous, current = "scality-s3-csi-driver-0.0.9", "scality-s3-csi-driver-0.1.0"
+	if got := chartOf(); got != previous {
+		t.Fatalf("release runs chart %s, want the previous release %s", got, previous)
+	}
 	original := driverPods()
-	installChart(t, "--set-string", "node.podAnnotations.upgrade-test=1", "--set-string", "controller.podAnnotations.upgrade-test=1")
+	installChartFrom(t, harness.ChartDir(), "--set-string", "node.podAnnotations.upgrade-test=1", "--set-string", "controller.podAnnotations.upgrade-test=1")
+	if got := chartOf(); got != current {
+		t.Errorf("after the upgrade the release runs chart %s, want %s", got, current)
+	}
 	upgraded := driverPods()
 	if !replaced(original, upgraded) {
 		t.Errorf("the upgrade did not replace every driver pod: %v → %v", original, upgraded)
@@ -189,6 +206,9 @@ func testUpgradeRollback(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	mustRun(t)(helm(t, "rollback", release, "-n", releaseNS, "--wait"))
 	waitRollout(t)
+	if got := chartOf(); got != previous {
+		t.Errorf("after the rollback the release runs chart %s, want %s", got, previous)
+	}
 	if rolledBack := driverPods(); !replaced(upgraded, rolledBack) {
 		t.Errorf("the rollback did not replace every driver pod: %v → %v", upgraded, rolledBack)
 	}

@@ -36,6 +36,9 @@ type Kube struct {
 type KubeOptions struct {
 	// Audit records every write request (metadata level) in Kube.AuditLog.
 	Audit bool
+	// NoCRD leaves the CRD out: a cluster that never had this driver (or had 1.x, which has
+	// none).
+	NoCRD bool
 }
 
 // Scheme returns a scheme with the Kubernetes built-in types and the project's CRD types.
@@ -50,8 +53,8 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// StartAPIServer starts kube-apiserver and etcd, installs the CRD from crd/ and stops both in
-// t.Cleanup.
+// StartAPIServer starts kube-apiserver and etcd, installs the CRD from crd/ (unless NoCRD) and
+// stops both in t.Cleanup.
 func StartAPIServer(t TB, o KubeOptions) *Kube {
 	t.Helper()
 	// The test process's own informers (fake kubelet, test clients) log through klog, like
@@ -69,6 +72,9 @@ func StartAPIServer(t TB, o KubeOptions) *Kube {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "crd")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                k.Scheme,
+	}
+	if o.NoCRD {
+		env.CRDDirectoryPaths = nil
 	}
 	if o.Audit {
 		dir := t.TempDir()

@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,5 +121,78 @@ func TestOneDefaultMode(t *testing.T) {
 		if i < 0 || !strings.Contains(string(help[i:min(len(help), i+400)]), want) {
 			t.Errorf("%s --default-mounter: want the default %s in its help", bin, want)
 		}
+	}
+}
+
+// TestHelmUpgradeFrom1xRelease runs `helm upgrade <1.x release> charts/scality-s3-csi-driver` on
+// a real API server (v1.33) against a release of the 1.x chart's objects (testdata/chart-1x:
+// CSIDriver, node DaemonSet, ServiceAccount and RBAC, field by field from the reference), as
+// docs/upgrade.md says. With the DaemonSet's selector equal to this chart's, the upgrade goes
+// through in one step; with another selector the API server refuses it (field is immutable)
+// and the documented step — delete the DaemonSet without its pods, upgrade again — completes
+// it. Either way the release then holds this chart's objects only: the 1.x ServiceAccount and
+// RBAC are gone, the CSIDriver is this chart's.
+func TestHelmUpgradeFrom1xRelease(t *testing.T) {
+	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true}) // 1.x has no CRD
+	kubeconfig := k.Kubeconfig(t, "helm-upgrade", "system:masters")
+	const rel, ns = "scality-s3-csi-1x", "kube-system"
+	helm := func(args ...string) (string, error) {
+		return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...)
+	}
+	chart1x := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "chart-1x")
+	values := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "values-systemd.yaml")
+	for _, tc := range []struct {
+		name      string
+		selector  string // --set-string of the 1.x DaemonSet's selector labels
+		immutable bool
+	}{
+		{"same selector", "selectorLabels.app=s3-csi-node", false},
+		{"other selector", "selectorLabels.app\\.kubernetes\\.io/name=scality-mountpoint-s3-csi-driver,selectorLabels.app=null", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if out, err := helm("install", rel, chart1x, "-n", ns, "--set-string", tc.selector); err != nil {
+				t.Fatalf("install the 1.x release: %v\n%s", err, out)
+			}
+			t.Cleanup(func() { _, _ = helm("uninstall", rel, "-n", ns, "--wait") })
+			_, err := helm("upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values)
+			switch {
+			case tc.immutable && (err == nil || !strings.Contains(err.Error(), "field is immutable")):
+				t.Fatalf("upgrade over another selector: %v; want the API server's refusal (field is immutable)", err)
+			case tc.immutable:
+				// docs/upgrade.md: kubectl -n <ns> delete daemonset s3-csi-node --cascade=orphan
+				ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-node", Namespace: ns}}
+				harness.Must(t, k.Client.Delete(ctx, ds, client.PropagationPolicy(metav1.DeletePropagationOrphan)))
+				// The garbage collector's part (envtest runs no kube-controller-manager): with no
+				// pods to orphan here, it drops the orphan finalizer and the object goes.
+				harness.Must(t, k.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds))
+				ds.Finalizers = nil
+				harness.Must(t, k.Client.Update(ctx, ds))
+				if out, err := helm("upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values); err != nil {
+					t.Fatalf("upgrade after the documented step: %v\n%s", err, out)
+				}
+			case err != nil:
+				t.Fatalf("upgrade: %v", err)
+			}
+			var ds appsv1.DaemonSet
+			harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-csi-node"}, &ds))
+			if got := ds.Spec.Selector.MatchLabels; len(got) != 1 || got["app"] != "s3-csi-node" || ds.Spec.Template.Spec.ServiceAccountName != "s3-csi-node" {
+				t.Errorf("node DaemonSet after the upgrade: selector %v, service account %s; want this chart's", got, ds.Spec.Template.Spec.ServiceAccountName)
+			}
+			for _, o := range []client.Object{
+				&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-driver-sa", Namespace: ns}},
+				&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-driver-cluster-role"}},
+				&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-driver-cluster-role-binding"}},
+			} {
+				if err := k.Client.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+					t.Errorf("1.x %T %s outlived the upgrade (%v)", o, o.GetName(), err)
+				}
+			}
+			var drv storagev1.CSIDriver
+			harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Name: "s3.csi.scality.com"}, &drv))
+			if p := drv.Spec.FSGroupPolicy; p == nil || *p != storagev1.NoneFSGroupPolicy {
+				t.Errorf("CSIDriver fsGroupPolicy after the upgrade: %v, want this chart's None", p)
+			}
+		})
 	}
 }
