@@ -4,16 +4,19 @@
 # stage and exits non-zero; the table is printed either way.
 #
 #   tools     make -j2 build tools: the project's binaries and the pinned tools (bin/)
-#   verify    make verify: generated files, gofmt, go mod tidy, vet
 #   cluster-tools (in the background from here on) Kubernetes binaries, e2e.test,
 #             csi-provisioner, containerd & co: the cluster suite's needs
+#   verify    make verify: generated files, gofmt, go mod tidy, vet, darwin build, lint, docs
 #   unit      go test -race of the driver's module (unit tests)
 #   go-test   go test -race of the tests module (tests/) but tests/cluster (envtest, real
 #             systemd, FUSE, csi-sanity, helm suites)
-#   fuzz      each fuzz target for FUZZ_TIME
+#   fuzz      each fuzz target for FUZZ_TIME, on one core, beside go-test (whose suites mostly
+#             wait on processes)
 #   cluster   the cluster suite (tests/cluster) on a real single-node cluster: the upstream
 #             storage e2e suites in both modes and the project's scenarios
 set -u
+# Background builds and runs stop with this script, whatever way it ends.
+trap 'kill $(jobs -p) 2>/dev/null' EXIT
 cd "$(dirname "$0")/../.."
 export PATH="/usr/local/go/bin:$PATH"
 make="make --no-print-directory"
@@ -49,18 +52,31 @@ stage() { # name cmd...
 }
 
 stage tools $make -j2 build tools
-stage verify $make verify
 
-# The cluster suite's tools build while the other suites run (they mostly wait on processes).
+# The cluster suite's tools build while the other stages run (the suites mostly wait on
+# processes; verify's compiles leave gaps a second build fills).
 s=$(now)
 $make cluster-tools >bin/cluster-tools.log 2>&1 &
 tools_pid=$!
 
+stage verify $make verify
+
 stage unit go test -race -count=1 -timeout 10m ./...
+
+s_fuzz=$(now)
+$make test-fuzz FUZZ_FLAGS=-parallel=1 >bin/fuzz.log 2>&1 &
+fuzz_pid=$!
 pkgs=$(cd tests && go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
 # shellcheck disable=SC2086 # a list of packages
 stage go-test bash -c "cd tests && go test -race -count=1 -timeout 25m $(echo $pkgs)"
-stage fuzz $make test-fuzz
+echo "== fuzz: waiting for the fuzz targets (log: bin/fuzz.log)"
+wait "$fuzz_pid"
+rc=$?
+record fuzz "$s_fuzz" "$rc"
+if [ "$rc" != 0 ]; then
+	tail -50 bin/fuzz.log
+	fail fuzz
+fi
 
 echo "== cluster-tools: waiting for the background build (log: bin/cluster-tools.log)"
 wait "$tools_pid"
