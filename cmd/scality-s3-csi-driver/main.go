@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/s3csi/s3-csi-driver/mounter/pod"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
@@ -50,6 +51,7 @@ type options struct {
 	mountpointNamespace string
 	podSweepInterval    time.Duration
 	apiTimeout          time.Duration
+	attachmentWait      time.Duration
 	podMounter          bool
 	systemdMounter      bool
 	healthAddress       string
@@ -91,6 +93,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.mountpointNamespace, "mountpoint-namespace", "mount-s3", "node mode: namespace of the Mountpoint Pods")
 	fs.DurationVar(&o.podSweepInterval, "pod-sweep-interval", 2*time.Minute, "node mode: how often shared pod-mode mounts are checked for retirement and leftovers")
 	fs.DurationVar(&o.apiTimeout, "api-timeout", 30*time.Second, "node mode: how long start-up waits for the Kubernetes informers before pod mode is declared unavailable")
+	fs.DurationVar(&o.attachmentWait, "attachment-wait", pod.DefaultAttachmentWait, "node mode: how long a pod-mode publish waits for the controller to attach its workload to a Mountpoint Pod before it fails (kubelet retries; a publish of a deleted pod thus stops holding the volume)")
 	fs.BoolVar(&o.podMounter, "pod-mounter", true, "node mode: run pod mode (attachment and Mountpoint Pod informers, the pod unmounter); false on clusters where no node uses pod mode, so the plugin needs no access to Mountpoint Pods")
 	fs.BoolVar(&o.systemdMounter, "systemd-mounter", true, "node mode: run systemd mode (mount-s3 as transient units over --systemd-socket); false on clusters where no node uses systemd mode, so the plugin never dials systemd")
 	fs.StringVar(&o.healthAddress, "health-address", "", "node mode: address of /healthz, the plugin's own Probe for kubelet's liveness probe, e.g. :9808 (none when empty: the livenessprobe sidecar serves it)")
@@ -145,8 +148,8 @@ func (o *options) validate() error {
 	if _, err := mountmode.Parse(o.defaultMounter); err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
 	}
-	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval < 0 {
-		errs = append(errs, errors.New("--pod-sweep-interval, --api-timeout and --health-timeout must be positive, --health-check-interval not negative"))
+	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval < 0 || o.attachmentWait <= 0 {
+		errs = append(errs, errors.New("--pod-sweep-interval, --api-timeout, --attachment-wait and --health-timeout must be positive, --health-check-interval not negative"))
 	}
 	if o.s3CABundle != "" && !filepath.IsAbs(o.s3CABundle) {
 		errs = append(errs, fmt.Errorf("--s3-ca-bundle must be an absolute path, not %q", o.s3CABundle))
@@ -235,6 +238,7 @@ func run(ctx context.Context, o options) error {
 		MountpointNamespace:  o.mountpointNamespace,
 		PodSweepInterval:     o.podSweepInterval,
 		APITimeout:           o.apiTimeout,
+		AttachmentWait:       o.attachmentWait,
 		DisablePodMode:       !o.podMounter,
 		DisableSystemdMode:   !o.systemdMounter,
 		HealthAddress:        o.healthAddress,

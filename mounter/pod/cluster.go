@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,12 @@ type Cluster struct {
 	cache           cache.Cache
 	api             client.Reader
 
+	// attachmentWait bounds the wait for the controller to attach a workload: the controller
+	// never attaches a workload that is gone, and kubelet keeps a publish of a deleted pod
+	// running to its own deadline (2 minutes), holding every other operation on the volume
+	// meanwhile. Past it kubelet retries (after half a second at first) if the pod still exists.
+	attachmentWait time.Duration
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every relevant event
 	onPod   []func(name string, pod *corev1.Pod)
@@ -43,8 +50,12 @@ type Cluster struct {
 
 // NewCluster returns a Cluster for node, watching Mountpoint Pods in namespace. The attachment
 // informer is restricted to the node with the CRD's selectable field spec.nodeName when the API
-// server supports it (Kubernetes >= 1.31); otherwise it caches all attachments.
-func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string) (*Cluster, error) {
+// server supports it (Kubernetes >= 1.31); otherwise it caches all attachments. A publish waits
+// at most attachmentWait (DefaultAttachmentWait when zero) for its workload's attachment.
+func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string, attachmentWait time.Duration) (*Cluster, error) {
+	if attachmentWait <= 0 {
+		attachmentWait = DefaultAttachmentWait
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -76,7 +87,7 @@ func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string) (
 	if err := podcontract.IndexAttachments(ctx, c); err != nil {
 		return nil, err
 	}
-	return &Cluster{node: node, namespace: namespace, cache: c, api: api, changed: make(chan struct{})}, nil
+	return &Cluster{node: node, namespace: namespace, cache: c, api: api, changed: make(chan struct{}), attachmentWait: attachmentWait}, nil
 }
 
 // OnMountpointPod registers f to run on every add, update (pod set) or delete (pod nil) of one of
@@ -171,11 +182,18 @@ func (c *Cluster) MountpointPods(ctx context.Context) ([]corev1.Pod, error) {
 // errNotReady carries what is missing when a wait ends before the Mountpoint Pod is usable.
 var errNotReady = errors.New("the Mountpoint Pod is not ready")
 
+// DefaultAttachmentWait is how long a publish waits for the controller to attach its workload
+// when NewCluster is given no wait.
+const DefaultAttachmentWait = 30 * time.Second
+
 // WaitForMountpointPod waits until the controller has attached the workload's volume to a
-// Mountpoint Pod on this node and that pod is Running, and returns the pod. When ctx ends first
-// the error says exactly what is missing: the attachment (look at the controller), or the pod
-// and why it is not running (unschedulable, image pull, ...).
+// Mountpoint Pod on this node and that pod is Running, and returns the pod. It waits for the
+// attachment at most the Cluster's attachment wait, and for the pod until ctx ends. When a wait ends first the
+// error says exactly what is missing: the attachment (look at the controller), or the pod and
+// why it is not running (unschedulable, image pull, ...).
 func (c *Cluster) WaitForMountpointPod(ctx context.Context, workloadUID, pvName, volumeID string) (*corev1.Pod, error) {
+	attachBy := time.NewTimer(c.attachmentWait)
+	defer attachBy.Stop()
 	for {
 		next := c.wait() // before reading, so no event is missed
 		name, err := c.findAttachment(ctx, workloadUID, pvName, volumeID)
@@ -191,8 +209,14 @@ func (c *Cluster) WaitForMountpointPod(ctx context.Context, workloadUID, pvName,
 				return pod, nil
 			}
 		}
+		var attachExpired <-chan time.Time
+		if name == "" {
+			attachExpired = attachBy.C
+		}
 		select {
 		case <-next:
+		case <-attachExpired:
+			return nil, fmt.Errorf("%w (%w): %s", context.DeadlineExceeded, errNotReady, c.diagnose(name, workloadUID, pvName))
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (%w): %s", ctx.Err(), errNotReady, c.diagnose(name, workloadUID, pvName))
 		}

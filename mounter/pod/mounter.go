@@ -490,6 +490,25 @@ func (m *Mounter) Targets() []mounter.Target {
 	return out
 }
 
+// SharingMount lists the other published targets of target's Mountpoint Pod: they show the same
+// shared mount (mountmonitor.Sharer).
+func (m *Mounter) SharingMount(target string) []string {
+	rec, err := readTargetRecord(m.paths.targetRecord(target))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range m.Targets() {
+		if t.Path == target {
+			continue
+		}
+		if other, err := readTargetRecord(m.paths.targetRecord(t.Path)); err == nil && other.MountpointPod == rec.MountpointPod {
+			out = append(out, t.Path)
+		}
+	}
+	return out
+}
+
 // Recorded implements mounter.Repairer.
 func (m *Mounter) Recorded(target string) bool {
 	_, err := readTargetRecord(m.paths.targetRecord(target))

@@ -154,9 +154,10 @@ func (m *Monitor) Sweep(ctx context.Context) {
 	counts := map[mountmode.Mode]map[string]int{}
 	for _, mode := range modes {
 		counts[mode] = map[string]int{"live": 0, "dead": 0}
-		for _, t := range m.modes[mode].Targets() {
+		targets := m.modes[mode].Targets()
+		for _, t := range targets {
 			seen[t.Path] = true
-			state := m.check(ctx, mode, t)
+			state := m.check(ctx, mode, t, targets)
 			counts[mode][state]++
 		}
 	}
@@ -170,8 +171,18 @@ func (m *Monitor) Sweep(ctx context.Context) {
 	m.mu.Unlock()
 }
 
-// check handles one target and returns "live" or "dead" (dead includes vanished).
-func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Target) string {
+// Sharer is implemented by a mode whose targets can share one mount (pod mode: the workloads of
+// one Mountpoint Pod): when that mount dies they all die, and when it is mounted again a bind
+// mounted on one of them may propagate to the others (their binds are peers), which are then
+// live again without a repair of their own.
+type Sharer interface {
+	// SharingMount lists the other targets that show the same mount as target.
+	SharingMount(target string) []string
+}
+
+// check handles one target and returns "live" or "dead" (dead includes vanished). all is the
+// mode's targets (for the targets sharing a mount with t).
+func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Target, all []mounter.Target) string {
 	release, ok := m.cfg.Locks.TryAcquireBackground(t.Path)
 	if !ok {
 		return "live" // kubelet is publishing or unpublishing it right now; next round
@@ -196,7 +207,11 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	now := time.Now()
 	if r.State == mounthealth.Live {
 		if !st.deadSince.IsZero() {
-			klog.InfoS("Mount is live again", "target", t.Path, "volumeID", t.VolumeID)
+			// Mounted again by someone else: kubelet's publish, or the repair of a target that
+			// shares its mount. Its workload's containers need the same recovery.
+			klog.InfoS("Mount is live again", "target", t.Path, "volumeID", t.VolumeID, "mode", mode)
+			m.repairedEvent(t, st.deadSince)
+			m.recover(ctx, t)
 		}
 		st.lastLive, st.deadSince, st.failures, st.nextTry = now, time.Time{}, 0, time.Time{}
 		return "live"
@@ -218,11 +233,21 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		cause = "the mount is gone (" + r.State.String() + ")"
 	}
 	if st.deadSince.IsZero() {
-		st.deadSince = now
-		m.metrics.detected(mode, st.lastLive, now)
-		msg := fmt.Sprintf("The S3 mount of volume %s is dead: %s. The node plugin mounts it again.", t.VolumeID, cause)
-		klog.InfoS("Dead mount detected", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "cause", cause)
-		m.event(t, true, ReasonMountDead, msg)
+		m.detected(mode, t, st, now, cause)
+		// The targets sharing its mount are dead too, whether or not a check saw them yet: a
+		// repair may make them live again (propagation) before one does.
+		for _, s := range m.sharing(mode, t, all) {
+			m.mu.Lock()
+			sst := m.targets[s.Path]
+			if sst == nil {
+				sst = &targetState{}
+				m.targets[s.Path] = sst
+			}
+			m.mu.Unlock()
+			if sst.deadSince.IsZero() {
+				m.detected(mode, s, sst, now, cause)
+			}
+		}
 	}
 	if now.Before(st.nextTry) {
 		return "dead"
@@ -244,12 +269,49 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	}
 	if repaired {
 		klog.InfoS("Repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(start))
-		m.event(t, false, ReasonMountRepaired, fmt.Sprintf("The S3 mount of volume %s was mounted again after %v. Containers see it again if their volumeMount has mountPropagation: HostToContainer; others see it once restarted.",
-			t.VolumeID, time.Since(st.deadSince).Round(time.Millisecond)))
+		m.repairedEvent(t, st.deadSince)
 		m.recover(ctx, t)
 	}
 	st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
+	if repaired {
+		// Now the targets sharing the mount: live by propagation, or to repair in turn.
+		release()
+		for _, s := range m.sharing(mode, t, all) {
+			m.check(ctx, mode, s, nil)
+		}
+	}
 	return "live"
+}
+
+// detected records and reports a target found dead.
+func (m *Monitor) detected(mode mountmode.Mode, t mounter.Target, st *targetState, now time.Time, cause string) {
+	st.deadSince = now
+	m.metrics.detected(mode, st.lastLive, now)
+	klog.InfoS("Dead mount detected", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "cause", cause)
+	m.event(t, true, ReasonMountDead, fmt.Sprintf("The S3 mount of volume %s is dead: %s. The node plugin mounts it again.", t.VolumeID, cause))
+}
+
+// repairedEvent reports a target live again after being dead since deadSince.
+func (m *Monitor) repairedEvent(t mounter.Target, deadSince time.Time) {
+	m.event(t, false, ReasonMountRepaired, fmt.Sprintf("The S3 mount of volume %s was mounted again after %v. Containers see it again if their volumeMount has mountPropagation: HostToContainer; others see it once restarted.",
+		t.VolumeID, time.Since(deadSince).Round(time.Millisecond)))
+}
+
+// sharing returns the targets of all (the mode's) that share t's mount, when the mode says so.
+func (m *Monitor) sharing(mode mountmode.Mode, t mounter.Target, all []mounter.Target) []mounter.Target {
+	sh, ok := m.modes[mode].(Sharer)
+	if !ok || all == nil {
+		return nil
+	}
+	var out []mounter.Target
+	for _, p := range sh.SharingMount(t.Path) {
+		for _, o := range all {
+			if o.Path == p && p != t.Path {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }
 
 // unmounter is the mode's Unmount (every mode has one).

@@ -196,3 +196,73 @@ func TestMonitorDropsTargetsKubeletRemoved(t *testing.T) {
 		t.Errorf("target still there: %d repairs, want 1", here.repairs)
 	}
 }
+
+// sharedMode is a mode whose two targets show one mount (pod mode's workloads of one Mountpoint
+// Pod): the repair of either makes both live (a bind on one propagates to the other).
+type sharedMode struct {
+	fakeMode
+	dead    *bool
+	mu2     *sync.Mutex
+	repairs []string
+}
+
+func (s *sharedMode) SharingMount(target string) []string {
+	var out []string
+	for _, t := range s.targets {
+		if t.Path != target {
+			out = append(out, t.Path)
+		}
+	}
+	return out
+}
+
+func (s *sharedMode) Repair(_ context.Context, target string) (bool, error) {
+	s.mu2.Lock()
+	defer s.mu2.Unlock()
+	s.repairs = append(s.repairs, target)
+	*s.dead = false
+	return true, nil
+}
+
+// TestMonitorSharedMount: when the mount two workloads share dies, both get MountDead; the
+// repair through one makes the other live too (propagation), and that one still gets its
+// MountRepaired and its recovery policy (restart-pod for a container that cannot see the new
+// mount) although the monitor never repaired it itself.
+func TestMonitorSharedMount(t *testing.T) {
+	info := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(info, []byte("1 0 8:1 / / rw - ext4 /dev/vda rw\n10 1 0:40 / /k/pods/a/mount rw - fuse mountpoint-s3 rw\n11 1 0:40 / /k/pods/b/mount rw - fuse mountpoint-s3 rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dead := true
+	health := &mounthealth.Checker{Table: mounttable.Table{Path: info}, Statfs: func(string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if dead {
+			return syscall.ENOTCONN
+		}
+		return nil
+	}}
+	a := mounter.Target{Path: "/k/pods/a/mount", VolumeID: "v", WorkloadPodName: "a", WorkloadNamespace: "ns", Recovery: mounter.RecoveryRestartPod}
+	b := mounter.Target{Path: "/k/pods/b/mount", VolumeID: "v", WorkloadPodName: "b", WorkloadNamespace: "ns", Recovery: mounter.RecoveryRestartPod}
+	mode := &sharedMode{fakeMode: fakeMode{targets: []mounter.Target{a, b}}, dead: &dead, mu2: &mu}
+	rec, restarter := &fakeRecorder{}, &fakeRestarter{}
+	m := New(Config{Health: health, Locks: &inflight.Set{}, Interval: time.Hour})
+	m.Watch(mountmode.Pod, mode)
+	m.SetRecorder(rec)
+	m.SetRestarter(restarter)
+	m.Sweep(context.Background())
+	if len(mode.repairs) != 1 {
+		t.Errorf("repairs %v, want one (the shared mount)", mode.repairs)
+	}
+	if got := strings.Join(rec.reasons(), ","); got != "MountDead,MountDead,MountRepaired,MountRecoveryRestartedPod,MountRepaired,MountRecoveryRestartedPod" {
+		t.Errorf("events = %s, want both workloads dead, then each repaired and restarted", got)
+	}
+	if restarter.calls != 2 {
+		t.Errorf("recovery applied to %d workloads, want both", restarter.calls)
+	}
+	m.Sweep(context.Background())
+	if len(rec.reasons()) != 6 || len(mode.repairs) != 1 || restarter.calls != 2 {
+		t.Errorf("a second round acted again: events %v, repairs %v, restarts %d", rec.reasons(), mode.repairs, restarter.calls)
+	}
+}

@@ -70,6 +70,9 @@ type Config struct {
 	PodSweepInterval    time.Duration
 	// APITimeout bounds how long start-up waits for the informers.
 	APITimeout time.Duration
+	// AttachmentWait bounds how long a pod-mode publish waits for the controller to attach its
+	// workload before it fails and kubelet retries (pod.DefaultAttachmentWait when zero).
+	AttachmentWait time.Duration
 	// DisablePodMode leaves pod mode out entirely (no informers on attachments or Mountpoint
 	// Pods, no pod unmounter): for clusters where no node uses it. Publishing on a node whose
 	// mode is pod then fails with Unavailable.
@@ -94,6 +97,9 @@ type Config struct {
 	// the chart binds with node.restartPods); when false such volumes are repaired only.
 	RestartPods bool
 }
+
+// Pod mode's workloads share their Mountpoint Pod's mount: the monitor handles them together.
+var _ mountmonitor.Sharer = (*pod.Mounter)(nil)
 
 // ErrLinuxOnly is what Run returns on other systems: the node plugin mounts FUSE, bind mounts
 // and systemd units (the controller service, --mode=controller, runs anywhere).
@@ -263,7 +269,7 @@ func startModeWatcher(ctx context.Context, cfg Config) (*nodemode.Watcher, error
 func startPodMode(ctx context.Context, cfg Config, health *mounthealth.Checker, changed func()) (*pod.Mounter, error) {
 	sctx, cancel := context.WithTimeout(ctx, cfg.APITimeout)
 	defer cancel()
-	cluster, err := pod.NewCluster(sctx, cfg.Kube, cfg.NodeID, cfg.MountpointNamespace)
+	cluster, err := pod.NewCluster(sctx, cfg.Kube, cfg.NodeID, cfg.MountpointNamespace, cfg.AttachmentWait)
 	if err != nil {
 		return nil, err
 	}

@@ -269,3 +269,25 @@ func TestCustomCABundle(t *testing.T) {
 	}
 	n.unpublish(target)
 }
+
+// TestAttachmentWaitIsBounded: a publish whose workload the controller never attaches (the pod
+// was deleted meanwhile, say) fails after --attachment-wait, not at kubelet's own deadline (two
+// minutes, during which kubelet holds every other operation on the volume), and says what is
+// missing; the Mountpoint Pod's own start still has the whole deadline.
+func TestAttachmentWaitIsBounded(t *testing.T) {
+	n := newNode(t, "--attachment-wait=2s")
+	pv := n.volume("gone", "gone-bucket", corev1.ReadWriteMany)
+	n.ctrl.Stop() // no attachment ever comes
+	w := n.workload("gone", pv, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := n.drv.Node.NodePublishVolume(ctx, n.publishReq(w, pv, false))
+	took := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no MountpointS3PodAttachment") {
+		t.Fatalf("err = %v, want DeadlineExceeded saying no attachment came", err)
+	}
+	if took < 2*time.Second || took > 20*time.Second {
+		t.Errorf("the publish failed after %v, want about --attachment-wait (2s)", took)
+	}
+}
