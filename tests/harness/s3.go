@@ -254,7 +254,10 @@ func stopProcess(t TB, p *os.Process, exited <-chan error, logPath string) {
 	_ = p.Signal(syscall.SIGTERM)
 	select {
 	case err := <-exited:
-		t.Logf("versitygw stopped (%v)", err)
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.ProcessState.String() == "signal: terminated") {
+			t.Logf("versitygw stopped: %v; log at %s", err, logPath)
+		}
 		return
 	case <-time.After(s3StopTimeout):
 	}
