@@ -255,7 +255,7 @@ func stopProcess(t TB, p *os.Process, exited <-chan error, logPath string) {
 	select {
 	case err := <-exited:
 		var exit *exec.ExitError
-		asked := errors.As(err, &exit) && exit.ProcessState.String() == "signal: terminated"
+		asked := errors.As(err, &exit) && exit.String() == "signal: terminated"
 		if err != nil && !asked {
 			t.Logf("versitygw stopped: %v; log at %s", err, logPath)
 		}
