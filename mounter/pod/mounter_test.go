@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -425,5 +426,61 @@ func TestRepairWaitsForKubeletAfterReboot(t *testing.T) {
 	}
 	if res, _ := r.m.health.Check(ctx, target); res.State.String() != "live" {
 		t.Errorf("target after the publish: %v", res.State)
+	}
+}
+
+// TestMountErrIsCappedAndNeverFollowed: the comm directory is the Mountpoint Pod's to write. A
+// huge mount.err is read up to the cap and marked truncated; a mount.err that is a link to a
+// host file is never read (the publish then fails on its deadline, not with the host file's
+// content).
+func TestMountErrIsCappedAndNeverFollowed(t *testing.T) {
+	huge := strings.Repeat("x", 10<<20)
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, comm string)
+		check func(t *testing.T, err error)
+	}{
+		{"huge", func(t *testing.T, comm string) {
+			tmp := filepath.Join(comm, ".err")
+			if err := os.WriteFile(tmp, []byte(huge), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(comm, mountoptions.ErrorFileName)); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, err error) {
+			if !errors.Is(err, mounter.ErrMountFailed) || !strings.Contains(err.Error(), "[truncated]") || len(err.Error()) > maxWatchedFile+1024 {
+				t.Errorf("err (%d bytes) = %.200q…, want mount.err cut at %d bytes", len(err.Error()), err, maxWatchedFile)
+			}
+		}},
+		{"link to a host file", func(t *testing.T, comm string) {
+			secret := filepath.Join(t.TempDir(), "shadow")
+			if err := os.WriteFile(secret, []byte("root:secret-hash"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(secret, filepath.Join(comm, mountoptions.ErrorFileName)); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, err error) {
+			if err == nil || strings.Contains(err.Error(), "secret-hash") {
+				t.Errorf("err = %v; want a failure that does not quote the linked file", err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.mountpointPod("mp-a", "w1")
+			r.onSend = func(comm string) { tc.plant(t, comm) }
+			never := make(chan struct{})
+			defer close(never)
+			r.k.answers = func(string) error { <-never; return nil }
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			err := r.m.Mount(ctx, request(t, r.target("w1"), "w1"))
+			tc.check(t, err)
+			if got := r.k.at(r.m.paths.source("mp-a")); len(got) != 0 {
+				t.Errorf("source still mounted: %v", got)
+			}
+		})
 	}
 }
