@@ -123,7 +123,7 @@ test-cluster-run:
 	@$(TESTS_GO) build -o $(BIN)/rigctl ./cluster/rigctl
 	@$(TESTS_GO) test -c -o $(BIN)/cluster.test ./cluster
 	@rm -rf $(BIN)/cluster-logs
-	$(BIN)/rigctl run -keep-logs $(BIN)/cluster-logs -- $(BIN)/cluster.test -test.v -test.timeout 60m -timings $(BIN)/timings.tsv
+	$(BIN)/rigctl run -keep-logs $(BIN)/cluster-logs -timings $(BIN)/timings.tsv -- $(BIN)/cluster.test -test.v -test.timeout 60m -timings $(BIN)/timings.tsv
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 10s).

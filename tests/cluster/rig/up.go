@@ -22,6 +22,9 @@ type Options struct {
 	Bin string
 	// Log receives one line per step.
 	Log io.Writer
+	// Timings, when set, is a file Up appends a line per step to (name, seconds, ok): the
+	// timing table of make test.
+	Timings string
 }
 
 // upper carries Up's work.
@@ -142,6 +145,7 @@ func StartInside(ctx context.Context, opts Options) error {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		u.logf("%s ready (%.1fs)", s.name, time.Since(t).Seconds())
+		RecordTiming(opts.Timings, "rig/"+strings.ReplaceAll(s.name, " ", "-"), time.Since(t))
 	}
 	return nil
 }
@@ -184,3 +188,16 @@ func get(c *http.Client, url, token string) (string, error) {
 }
 
 func (u *upper) bin(name string) string { return filepath.Join(u.opts.Bin, name) }
+
+// RecordTiming appends "name<TAB>seconds<TAB>ok" to file (nothing when file is empty).
+func RecordTiming(file, name string, d time.Duration) {
+	if file == "" {
+		return
+	}
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s\t%.1f\tok\n", name, d.Seconds())
+}

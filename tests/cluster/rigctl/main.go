@@ -37,8 +37,9 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	bin := fs.String("bin", defaultBin(), "the repository's bin/ directory")
 	keepLogs := fs.String("keep-logs", "", "copy the cluster's logs to this directory before tearing it down")
+	timings := fs.String("timings", "", "append how long each start-up step took to this file (make test's timing table)")
 	_ = fs.Parse(os.Args[2:])
-	opts := rig.Options{Bin: *bin, Log: os.Stderr}
+	opts := rig.Options{Bin: *bin, Log: os.Stderr, Timings: *timings}
 	var err error
 	code := 0
 	switch os.Args[1] {
@@ -65,7 +66,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rigctl up|down|exec|run [-bin DIR] [-keep-logs DIR] [-- CMD...]")
+	fmt.Fprintln(os.Stderr, "usage: rigctl up|down|exec|run [-bin DIR] [-keep-logs DIR] [-timings FILE] [-- CMD...]")
 	os.Exit(2)
 }
 
@@ -88,13 +89,14 @@ func up(opts rig.Options) error {
 	if err != nil {
 		return err
 	}
-	argv := rig.InNetNS(self, "inside", "-bin", opts.Bin)
+	argv := rig.InNetNS(self, "inside", "-bin", opts.Bin, "-timings", opts.Timings)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("cluster start-up failed (rigctl down cleans up): %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "[rig] cluster up in %.1fs; kubeconfig %s\n", time.Since(start).Seconds(), rig.Kubeconfig())
+	rig.RecordTiming(opts.Timings, "rig/cluster-up", time.Since(start))
 	return nil
 }
 
