@@ -539,8 +539,9 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 		return err
 	}
 	// The unit unmounts in systemd's mount namespace; the node plugin's view follows through
-	// propagation. Give a lagging view a moment before calling it a failure.
-	for deadline := time.Now().Add(time.Second); result == "done" && left > 0 && time.Now().Before(deadline); {
+	// propagation. Give a lagging view a moment before calling it a failure (a loaded machine
+	// was seen to need more than a second, once).
+	for deadline := time.Now().Add(5 * time.Second); result == "done" && left > 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 		if left, err = m.stillMounted(r.Ours); err != nil {
 			return err

@@ -10,8 +10,7 @@
 #   unit      go test -race of the driver's module (unit tests)
 #   go-test   go test -race of the tests module (tests/) but tests/cluster (envtest, real
 #             systemd, FUSE, csi-sanity, helm suites)
-#   fuzz      each fuzz target for FUZZ_TIME, on one core, beside go-test (whose suites mostly
-#             wait on processes)
+#   fuzz      each fuzz target for FUZZ_TIME
 #   cluster   the cluster suite (tests/cluster) on a real single-node cluster: the upstream
 #             storage e2e suites in both modes and the project's scenarios
 set -u
@@ -62,21 +61,10 @@ tools_pid=$!
 stage verify $make verify
 
 stage unit go test -race -count=1 -timeout 10m ./...
-
-s_fuzz=$(now)
-$make test-fuzz FUZZ_FLAGS=-parallel=1 >bin/fuzz.log 2>&1 &
-fuzz_pid=$!
 pkgs=$(cd tests && go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
 # shellcheck disable=SC2086 # a list of packages
 stage go-test bash -c "cd tests && go test -race -count=1 -timeout 25m $(echo $pkgs)"
-echo "== fuzz: waiting for the fuzz targets (log: bin/fuzz.log)"
-wait "$fuzz_pid"
-rc=$?
-record fuzz "$s_fuzz" "$rc"
-if [ "$rc" != 0 ]; then
-	tail -50 bin/fuzz.log
-	fail fuzz
-fi
+stage fuzz $make test-fuzz
 
 echo "== cluster-tools: waiting for the background build (log: bin/cluster-tools.log)"
 wait "$tools_pid"
