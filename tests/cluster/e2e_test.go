@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	e2eProcs   = 4
+	e2eProcs   = 6
 	e2eTimeout = 40 * time.Minute
 )
 
