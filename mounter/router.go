@@ -63,10 +63,8 @@ func (r *Router) Classify(target string) (mode mountmode.Mode, mounted bool, err
 	}
 	// A mode's own record of the target decides; the mount table only for mounts without one
 	// (a dead bind's device no longer matches the shared mount that replaced it).
-	for _, m := range []mountmode.Mode{mountmode.Pod, mountmode.Systemd} {
-		if rep, ok := r.implOf(m).(Repairer); ok && rep.Recorded(target) {
-			return m, true, nil
-		}
+	if m := r.recordedBy(target); m != "" {
+		return m, true, nil
 	}
 	return r.classify(top, entries), true, nil
 }
@@ -158,9 +156,12 @@ func (r *Router) holds(impl Mounter, target string) bool {
 	return ok && rep.Recorded(target)
 }
 
+// modes are the mount modes in the order the Router asks them about a target.
+var modes = []mountmode.Mode{mountmode.Pod, mountmode.Systemd}
+
 // recordedBy returns the available mode that records target ("" when none does).
 func (r *Router) recordedBy(target string) mountmode.Mode {
-	for _, m := range []mountmode.Mode{mountmode.Pod, mountmode.Systemd} {
+	for _, m := range modes {
 		if rep, ok := r.implOf(m).(Repairer); ok && rep.Recorded(target) {
 			return m
 		}
@@ -180,17 +181,8 @@ func (r *Router) Unmount(ctx context.Context, target string) error {
 		return err
 	}
 	if !mounted {
-		held := false
-		for _, m := range []mountmode.Mode{mountmode.Systemd, mountmode.Pod} {
-			if impl := r.implOf(m); r.holds(impl, target) {
-				held = true
-				if err := impl.Unmount(ctx, target); err != nil {
-					return err
-				}
-			}
-		}
-		if held {
-			return nil
+		if held, err := r.unmountHolders(ctx, target, ""); held || err != nil {
+			return err
 		}
 		return r.removeTarget(ctx, target)
 	}
@@ -206,14 +198,23 @@ func (r *Router) Unmount(ctx context.Context, target string) error {
 	}
 	// The other mode may still record the target (a mount it made died and the node's mode
 	// mounted it again): its state goes too, so that nothing is left.
-	for _, other := range []mountmode.Mode{mountmode.Pod, mountmode.Systemd} {
-		if other != m && r.holds(r.implOf(other), target) {
-			if err := r.implOf(other).Unmount(ctx, target); err != nil {
-				return fmt.Errorf("remove the %s mode state of %s: %w", other, target, err)
+	_, err = r.unmountHolders(ctx, target, m)
+	return err
+}
+
+// unmountHolders unmounts target through every mode but except that holds state for it, and
+// reports whether any did.
+func (r *Router) unmountHolders(ctx context.Context, target string, except mountmode.Mode) (bool, error) {
+	held := false
+	for _, m := range modes {
+		if impl := r.implOf(m); m != except && r.holds(impl, target) {
+			held = true
+			if err := impl.Unmount(ctx, target); err != nil {
+				return true, fmt.Errorf("remove the %s mode state of %s: %w", m, target, err)
 			}
 		}
 	}
-	return nil
+	return held, nil
 }
 
 // removeTarget removes a target that holds no mount-s3 mount: nothing when it is gone, an error

@@ -193,3 +193,29 @@ func TestRouterAfterReboot(t *testing.T) {
 		t.Errorf("records left after the unpublish: systemd %v, pod %v", sys.Recorded(target), pod.Recorded(target))
 	}
 }
+
+// TestRouterUnmountClearsOtherModes: a target whose live mount one mode made while the other
+// still records it (the other's mount died and was replaced) is unpublished through the mode that
+// made the mount, and the other mode's record goes too.
+func TestRouterUnmountClearsOtherModes(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "pods", "w", "mount")
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	info := filepath.Join(dir, "mountinfo")
+	table := "1 0 8:1 / / rw - ext4 /dev/vda rw\n10 1 0:40 / " + target + " rw - fuse mountpoint-s3 rw\n"
+	if err := os.WriteFile(info, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sys, pod := &recorder{}, &recorder{}
+	r := mounter.NewRouterWithTable(sys, pod, nil, func() mountmode.Mode { return mountmode.Pod }, filepath.Join(dir, "mnt"), info)
+	ctx := context.Background()
+	req := mounter.Request{VolumeID: "v", Target: target}
+	must(t, sys.Mount(ctx, req))
+	must(t, pod.Mount(ctx, req))
+	must(t, r.Unmount(ctx, target))
+	if sys.Recorded(target) || pod.Recorded(target) {
+		t.Errorf("records left after the unpublish: systemd %v, pod %v", sys.Recorded(target), pod.Recorded(target))
+	}
+}

@@ -191,14 +191,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	if !m.modes[mode].Recorded(t.Path) {
 		return "live" // unpublished since Targets listed it
 	}
-	m.mu.Lock()
-	st := m.targets[t.Path]
-	if st == nil {
-		st = &targetState{}
-		m.targets[t.Path] = st
-	}
-	m.mu.Unlock()
-
+	st := m.stateOf(t.Path)
 	r, err := m.cfg.Health.Check(ctx, t.Path)
 	if err != nil {
 		klog.ErrorS(err, "Checking a mount", "target", t.Path)
@@ -237,14 +230,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		// The targets sharing its mount are dead too, whether or not a check saw them yet: a
 		// repair may make them live again (propagation) before one does.
 		for _, s := range m.sharing(mode, t, all) {
-			m.mu.Lock()
-			sst := m.targets[s.Path]
-			if sst == nil {
-				sst = &targetState{}
-				m.targets[s.Path] = sst
-			}
-			m.mu.Unlock()
-			if sst.deadSince.IsZero() {
+			if sst := m.stateOf(s.Path); sst.deadSince.IsZero() {
 				m.detected(mode, s, sst, now, cause)
 			}
 		}
@@ -281,6 +267,18 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		}
 	}
 	return "live"
+}
+
+// stateOf returns target's state, made on first use.
+func (m *Monitor) stateOf(target string) *targetState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.targets[target]
+	if st == nil {
+		st = &targetState{}
+		m.targets[target] = st
+	}
+	return st
 }
 
 // detected records and reports a target found dead.
