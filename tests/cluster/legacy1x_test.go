@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/s3csi/s3-csi-driver/pkg/legacy"
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 	"github.com/s3csi/s3-csi-driver/pkg/registration"
 	"github.com/s3csi/s3-csi-driver/tests/cluster/rig"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
@@ -386,15 +386,12 @@ func targetOf(t *testing.T, p *corev1.Pod, claim string) string {
 // mountsAt lists the mount table's entries (file system types) at path.
 func mountsAt(t *testing.T, path string) []string {
 	t.Helper()
-	info, err := os.ReadFile("/proc/self/mountinfo")
+	entries, err := mounttable.Table{}.List()
 	harness.Must(t, err)
 	var out []string
-	for _, line := range strings.Split(string(info), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[4] == path {
-			if i := slices.Index(f, "-"); i > 0 && i+1 < len(f) {
-				out = append(out, f[i+1])
-			}
+	for _, e := range entries {
+		if e.MountPoint == path {
+			out = append(out, e.FsType)
 		}
 	}
 	return out

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 	"github.com/s3csi/s3-csi-driver/tests/cluster/rig"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -269,15 +269,14 @@ func currentState(t *testing.T) nodeState {
 // driverMounts lists the mount-s3 mounts (and binds of them) below the kubelet directory, from
 // the mount table (this process shares the host's mount namespace).
 func driverMounts() ([]string, error) {
-	info, err := os.ReadFile("/proc/self/mountinfo")
+	entries, err := mounttable.Table{}.List()
 	if err != nil {
 		return nil, err
 	}
 	var mounts []string
-	for _, line := range strings.Split(string(info), "\n") {
-		f := strings.Fields(line)
-		if i := slices.Index(f, "-"); i > 0 && i+2 < len(f) && f[i+2] == "mountpoint-s3" && strings.HasPrefix(f[4], rig.KubeletDir+"/") {
-			mounts = append(mounts, f[4])
+	for _, e := range entries {
+		if e.Source == mounttable.FSName && strings.HasPrefix(e.MountPoint, rig.KubeletDir+"/") {
+			mounts = append(mounts, e.MountPoint)
 		}
 	}
 	return mounts, nil

@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
 func (u *upper) startEtcd(context.Context) error {
@@ -232,37 +235,8 @@ podLogsDir: %s
 
 // isMountPoint reports whether path is the mount point of some mount.
 func isMountPoint(path string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMount(f[4]) == path {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMount decodes mountinfo's octal escapes (\040 for a space...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	entries, _ := mounttable.Table{}.List()
+	return slices.ContainsFunc(entries, func(e mounttable.Entry) bool { return e.MountPoint == path })
 }
 
 // startSystemd starts a systemd user manager inside NetNS (its units, systemd mode's mount-s3,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
 // Down stops everything the rig started and removes everything it created, from the state file
@@ -131,18 +133,11 @@ func killAll(pids []int) {
 
 // mountsBelow lists the mount points at or below root.
 func mountsBelow(root string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
+	entries, _ := mounttable.Table{}.List()
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		if mp := unescapeMount(f[4]); mp == root || strings.HasPrefix(mp, root+"/") {
-			out = append(out, mp)
+	for _, e := range entries {
+		if e.MountPoint == root || strings.HasPrefix(e.MountPoint, root+"/") {
+			out = append(out, e.MountPoint)
 		}
 	}
 	return out

@@ -115,12 +115,36 @@ func stopPID(pid int, grace time.Duration) {
 }
 
 func isZombie(pid int) bool {
+	f := statFields(pid)
+	return f == nil || f[0] == "Z"
+}
+
+// parentOf returns pid's parent (0 when unknown).
+func parentOf(pid int) int {
+	f := statFields(pid)
+	if f == nil {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the program name (state, ppid, ...),
+// nil when pid is gone or the file is short.
+func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return true
+		return nil
 	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	if f := strings.Fields(s[i+1:]); len(f) >= 2 {
+		return f
+	}
+	return nil
 }
 
 // processesWhere lists the pids (other than this process) for which match returns true.

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -129,23 +127,4 @@ func Reboot(ctx context.Context, log io.Writer, down func() error) error {
 		u.logf("boot: %s ready (%.1fs)", s.name, time.Since(t).Seconds())
 	}
 	return nil
-}
-
-// parentOf returns pid's parent (0 when unknown).
-func parentOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
 }
