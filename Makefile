@@ -33,8 +33,6 @@ TEST_TOOLS := $(VERSITYGW) $(HELM) envtest-assets apt-deps
 FUZZ_TARGETS := ./pkg/mountargs:FuzzBuild ./pkg/targetpath:FuzzParse ./pkg/mountoptions:FuzzParse \
 	./pkg/driver:FuzzParseVolumeID ./pkg/s3:FuzzBucketName ./pkg/confined:FuzzNames ./pkg/safetext:FuzzCheck
 FUZZ_TIME ?= 10s
-# Extra go test flags of the fuzz runs (make test passes -parallel=1: it fuzzes beside other suites).
-FUZZ_FLAGS ?=
 
 .PHONY: help
 help: ## Show this help.
@@ -129,7 +127,7 @@ test-cluster-run:
 test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 10s).
 	@for ft in $(FUZZ_TARGETS); do pkg=$${ft%%:*}; fn=$${ft##*:}; \
 		echo "fuzz $$pkg $$fn ($(FUZZ_TIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZ_TIME) $(FUZZ_FLAGS) $$pkg || exit 1; done
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; done
 
 .PHONY: bench
 bench: build $(TEST_TOOLS) ## Print NodePublish latency figures (systemd mode); not asserted.
