@@ -112,6 +112,12 @@ type Target struct {
 	Recovery string
 }
 
+// PublishedTarget is the Target r publishes.
+func (r *Request) PublishedTarget() Target {
+	return Target{Path: r.Target, VolumeID: r.VolumeID, WorkloadPodUID: r.WorkloadPodUID, WorkloadPodName: r.WorkloadPodName,
+		WorkloadNamespace: r.WorkloadNamespace, PVName: r.PVName, Recovery: r.Recovery}
+}
+
 // Repairer is implemented by a mount mode that can list the targets it published and mount one
 // of them again, from its own records, when its mount died or vanished.
 type Repairer interface {

@@ -371,7 +371,12 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 	}
 	output := tail(spec.logFile, 4096)
 	if result != "done" {
-		return fmt.Errorf("%w: mounting bucket %q at %s (unit %s, job %s): %s", mounter.ErrMountFailed, rec.Bucket, rec.Target, unit, result, orNoOutput(output))
+		if output == "" {
+			// Nothing from mount-s3: the unit failed before it ran (the guard's mount, the
+			// spawn) or mount-s3 died silently; only the manager's journal says which.
+			output = fmt.Sprintf("(mount-s3 printed nothing; the node's systemd journal for unit %s says why the unit failed)", unit)
+		}
+		return fmt.Errorf("%w: mounting bucket %q at %s (unit %s, job %s): %s", mounter.ErrMountFailed, rec.Bucket, rec.Target, unit, result, output)
 	}
 	r, err := m.health.Check(ctx, rec.Target)
 	if err != nil {

@@ -43,6 +43,15 @@ type NodeConfig struct {
 	// Published lists the targets the mount modes have published (their records), for
 	// NodeGetVolumeHealth without a path; nil: none are known.
 	Published func() []mounter.Target
+	// Observer hears of every publish (the node plugin's mount monitor); nil: nobody.
+	Observer PublishObserver
+}
+
+// PublishObserver is told of each publish before it runs, with the target's lock held, and of
+// its outcome: a publish that finds a dead mount repairs it (mounter.Mounter.Mount), and that
+// repair is reported (Events, metrics, the recovery policy) like the mount monitor's own.
+type PublishObserver interface {
+	Publishing(ctx context.Context, t mounter.Target) (done func(ctx context.Context, err error))
 }
 
 // NodeServer implements the CSI Node service on top of a mounter.Mounter.
@@ -218,7 +227,13 @@ func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	}
 	defer release()
 	klog.V(4).InfoS("Publishing volume", "volumeID", mreq.VolumeID, "target", mreq.Target, "bucket", mreq.Bucket, "readOnly", mreq.ReadOnly, "fsGroup", mreq.FSGroup)
-	if err := s.mounter.Mount(ctx, mreq); err != nil {
+	done := func(context.Context, error) {}
+	if s.cfg.Observer != nil {
+		done = s.cfg.Observer.Publishing(ctx, mreq.PublishedTarget())
+	}
+	err = s.mounter.Mount(ctx, mreq)
+	done(ctx, err)
+	if err != nil {
 		return nil, fmt.Errorf("publish volume %q at %s: %w", mreq.VolumeID, mreq.Target, err)
 	}
 	return &csi.NodePublishVolumeResponse{}, nil

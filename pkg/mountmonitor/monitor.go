@@ -227,13 +227,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	}
 	if st.deadSince.IsZero() {
 		m.detected(mode, t, st, now, cause)
-		// The targets sharing its mount are dead too, whether or not a check saw them yet: a
-		// repair may make them live again (propagation) before one does.
-		for _, s := range m.sharing(mode, t, all) {
-			if sst := m.stateOf(s.Path); sst.deadSince.IsZero() {
-				m.detected(mode, s, sst, now, cause)
-			}
-		}
+		m.sharersDead(mode, t, all, now, cause)
 	}
 	if now.Before(st.nextTry) {
 		return "dead"
@@ -267,6 +261,84 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		}
 	}
 	return "live"
+}
+
+// sharersDead records the targets of all that share t's mount as dead too, whether or not a
+// check saw them yet: a repair of t may make them live again (propagation) before one does, and
+// they need their Events and recovery all the same. A target someone holds (kubelet publishing
+// it) is left to that call and to the next round.
+func (m *Monitor) sharersDead(mode mountmode.Mode, t mounter.Target, all []mounter.Target, now time.Time, cause string) {
+	for _, s := range m.sharing(mode, t, all) {
+		release, ok := m.cfg.Locks.TryAcquireBackground(s.Path)
+		if !ok {
+			continue
+		}
+		if sst := m.stateOf(s.Path); sst.deadSince.IsZero() {
+			m.detected(mode, s, sst, now, cause)
+		}
+		release()
+	}
+}
+
+// Publishing implements the node server's PublishObserver; the node server calls it holding
+// t's lock, before kubelet's publish of t, and calls the function it returns with the
+// publish's outcome. A publish that finds the mount a mode recorded at t dead or gone repairs
+// it (mounter.Mounter.Mount) and must not do so silently: kubelet's republish often gets to a
+// dead mount before a check does, and the monitor would then only ever see it live. So the
+// repair is reported as the monitor's own: MountDead now (unless a check did already, for t or
+// a target sharing its mount), then, once the publish succeeded, MountRepaired, the repair
+// metrics and the volume's recovery policy (restart-pod runs in the background, so the publish
+// does not wait on the API server). A failed publish is kubelet's to report (FailedMount); the
+// monitor keeps the target dead and repairs it on its own schedule.
+//
+// A first publish (no mode has a record of t) costs a look at the records; a republish of a
+// live mount one check (mounthealth, within its deadline).
+func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context.Context, error) {
+	nothing := func(context.Context, error) {}
+	mode, ok := m.recordedBy(t.Path)
+	if !ok {
+		return nothing
+	}
+	r, err := m.cfg.Health.Check(ctx, t.Path)
+	if err != nil || r.State == mounthealth.Live || r.State == mounthealth.Foreign {
+		return nothing // Foreign: the publish fails (target in use) and says why
+	}
+	cause := fmt.Sprint(r.Cause)
+	if r.State != mounthealth.Dead {
+		cause = "the mount is gone (" + r.State.String() + ")"
+	}
+	now := time.Now()
+	st := m.stateOf(t.Path)
+	if st.deadSince.IsZero() {
+		m.detected(mode, t, st, now, cause)
+		m.sharersDead(mode, t, m.modes[mode].Targets(), now, cause)
+	}
+	return func(ctx context.Context, err error) {
+		m.metrics.repaired(mode, err == nil, time.Since(now))
+		if err != nil {
+			return
+		}
+		klog.InfoS("Republish repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(now))
+		m.repairedEvent(t, st.deadSince)
+		st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
+		if t.Recovery == mounter.RecoveryRestartPod {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				m.recover(ctx, t)
+			}()
+		}
+	}
+}
+
+// recordedBy returns the watched mode that has a record of target.
+func (m *Monitor) recordedBy(target string) (mountmode.Mode, bool) {
+	for mode, r := range m.modes {
+		if r.Recorded(target) {
+			return mode, true
+		}
+	}
+	return "", false
 }
 
 // stateOf returns target's state, made on first use.

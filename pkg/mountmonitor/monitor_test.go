@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
@@ -52,17 +54,30 @@ func (f *fakeMode) Repair(context.Context, string) (bool, error) {
 	return true, nil
 }
 
-type event struct{ reason, msg string }
+type event struct{ target, reason, msg string }
 
 type fakeRecorder struct {
 	mu     sync.Mutex
 	events []event
 }
 
-func (r *fakeRecorder) Event(_ mounter.Target, _ bool, reason, msg string) {
+func (r *fakeRecorder) Event(t mounter.Target, _ bool, reason, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, event{reason, msg})
+	r.events = append(r.events, event{t.Path, reason, msg})
+}
+
+// of returns the reasons of the events on target, in order.
+func (r *fakeRecorder) of(target string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if e.target == target {
+			out = append(out, e.reason)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 func (r *fakeRecorder) reasons() []string {
@@ -75,12 +90,19 @@ func (r *fakeRecorder) reasons() []string {
 	return out
 }
 
-type fakeRestarter struct{ calls int }
+type fakeRestarter struct {
+	mu    sync.Mutex
+	calls int
+}
 
 func (f *fakeRestarter) RestartIfBlind(context.Context, mounter.Target) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.calls++
 	return "deleted", nil
 }
+
+func (f *fakeRestarter) count() int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls }
 
 func TestMonitorDetectsRepairsAndBacksOff(t *testing.T) {
 	info := filepath.Join(t.TempDir(), "mountinfo")
@@ -134,8 +156,8 @@ func TestMonitorDetectsRepairsAndBacksOff(t *testing.T) {
 	if got := strings.Join(rec.reasons(), ","); got != "MountDead,MountRepairFailed,MountRepaired,MountRecoveryRestartedPod" {
 		t.Errorf("events = %s", got)
 	}
-	if restarter.calls != 1 {
-		t.Errorf("restart-pod applied %d times, want 1", restarter.calls)
+	if restarter.count() != 1 {
+		t.Errorf("restart-pod applied %d times, want 1", restarter.count())
 	}
 	// Live now: nothing more happens.
 	m.Sweep(ctx)
@@ -258,11 +280,114 @@ func TestMonitorSharedMount(t *testing.T) {
 	if got := strings.Join(rec.reasons(), ","); got != "MountDead,MountDead,MountRepaired,MountRecoveryRestartedPod,MountRepaired,MountRecoveryRestartedPod" {
 		t.Errorf("events = %s, want both workloads dead, then each repaired and restarted", got)
 	}
-	if restarter.calls != 2 {
-		t.Errorf("recovery applied to %d workloads, want both", restarter.calls)
+	if restarter.count() != 2 {
+		t.Errorf("recovery applied to %d workloads, want both", restarter.count())
 	}
 	m.Sweep(context.Background())
-	if len(rec.reasons()) != 6 || len(mode.repairs) != 1 || restarter.calls != 2 {
-		t.Errorf("a second round acted again: events %v, repairs %v, restarts %d", rec.reasons(), mode.repairs, restarter.calls)
+	if len(rec.reasons()) != 6 || len(mode.repairs) != 1 || restarter.count() != 2 {
+		t.Errorf("a second round acted again: events %v, repairs %v, restarts %d", rec.reasons(), mode.repairs, restarter.count())
+	}
+}
+
+// TestRepublishRepairIsReported: kubelet's republish gets to a dead mount before any check
+// (the monitor's next round is an hour away) and repairs it. The monitor still reports it as
+// its own repair: MountDead on the target and on the target sharing its mount, MountRepaired
+// and the recovery policy once the publish succeeded, the repair counted; the sharing target,
+// live again by propagation, gets its MountRepaired and recovery at the next round. A failed
+// publish leaves the target dead for the monitor to repair; a first publish and a live mount
+// are not reported at all.
+func TestRepublishRepairIsReported(t *testing.T) {
+	info := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(info, []byte("1 0 8:1 / / rw - ext4 /dev/vda rw\n10 1 0:40 / /k/pods/a/mount rw - fuse mountpoint-s3 rw\n11 1 0:40 / /k/pods/b/mount rw - fuse mountpoint-s3 rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dead := true
+	setDead := func(d bool) { mu.Lock(); dead = d; mu.Unlock() }
+	health := &mounthealth.Checker{Table: mounttable.Table{Path: info}, Statfs: func(string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if dead {
+			return syscall.ENOTCONN
+		}
+		return nil
+	}}
+	a := mounter.Target{Path: "/k/pods/a/mount", VolumeID: "v", WorkloadPodName: "a", WorkloadNamespace: "ns", Recovery: mounter.RecoveryRestartPod}
+	b := mounter.Target{Path: "/k/pods/b/mount", VolumeID: "v", WorkloadPodName: "b", WorkloadNamespace: "ns", Recovery: mounter.RecoveryRestartPod}
+	mode := &sharedMode{fakeMode: fakeMode{targets: []mounter.Target{a, b}}, dead: &dead, mu2: &mu}
+	locks := &inflight.Set{}
+	rec, restarter := &fakeRecorder{}, &fakeRestarter{}
+	m := New(Config{Health: health, Locks: locks, Interval: time.Hour})
+	m.Watch(mountmode.Pod, mode)
+	m.SetRecorder(rec)
+	m.SetRestarter(restarter)
+	ctx := context.Background()
+	// publish runs one publish of t the way the node server does: lock, Publishing, the mount
+	// (which makes the shared mount live when it succeeds), done.
+	publish := func(t mounter.Target, ok bool) {
+		release, _ := locks.Acquire(ctx, t.Path)
+		defer release()
+		done := m.Publishing(ctx, t)
+		var err error
+		if ok {
+			setDead(false)
+		} else {
+			err = errors.New("mount-s3 failed")
+		}
+		done(ctx, err)
+	}
+	waitRestarts := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); restarter.count() < n && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := restarter.count(); got != n {
+			t.Fatalf("restart-pod applied %d times, want %d", got, n)
+		}
+	}
+
+	// A first publish: no record, nothing reported, nothing counted.
+	publish(mounter.Target{Path: "/k/pods/c/mount", VolumeID: "v", WorkloadPodName: "c", WorkloadNamespace: "ns"}, true)
+	if len(rec.reasons()) != 0 || testutil.ToFloat64(m.metrics.repairs.WithLabelValues("pod", "succeeded")) != 0 {
+		t.Fatalf("a first publish was reported: events %v", rec.reasons())
+	}
+	// A republish that fails on the dead mount: MountDead for both, one failed repair, no
+	// MountRepaired, and the monitor's next round repairs it.
+	setDead(true)
+	publish(a, false)
+	if got, want := rec.of(a.Path)+" / "+rec.of(b.Path), "MountDead / MountDead"; got != want {
+		t.Errorf("events after a failed republish: %s, want %s", got, want)
+	}
+	if got := testutil.ToFloat64(m.metrics.repairs.WithLabelValues("pod", "failed")); got != 1 {
+		t.Errorf("failed repairs counted %v, want 1", got)
+	}
+	// The next republish repairs it: MountRepaired and restart-pod for a, not a second
+	// MountDead; counted as a repair that succeeded.
+	publish(a, true)
+	waitRestarts(1)
+	if got, want := rec.of(a.Path), "MountDead,MountRepaired,MountRecoveryRestartedPod"; got != want {
+		t.Errorf("events on the republished target: %s, want %s", got, want)
+	}
+	if got := testutil.ToFloat64(m.metrics.repairs.WithLabelValues("pod", "succeeded")); got != 1 {
+		t.Errorf("successful repairs counted %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.metrics.dead.WithLabelValues("pod")); got != 2 {
+		t.Errorf("dead mounts counted %v, want 2 (both targets, once)", got)
+	}
+	// b, live again by propagation, gets its MountRepaired and its recovery at the next round.
+	m.Sweep(ctx)
+	waitRestarts(2)
+	if got, want := rec.of(b.Path), "MountDead,MountRepaired,MountRecoveryRestartedPod"; got != want {
+		t.Errorf("events on the sharing target: %s, want %s", got, want)
+	}
+	if len(mode.repairs) != 0 {
+		t.Errorf("the monitor repaired %v itself", mode.repairs)
+	}
+	// A republish of the live mount: nothing more.
+	n := len(rec.reasons())
+	publish(a, true)
+	m.Sweep(ctx)
+	if len(rec.reasons()) != n || restarter.count() != 2 {
+		t.Errorf("a live mount's republish was reported: events %v", rec.reasons())
 	}
 }

@@ -181,6 +181,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Health:            health,
 		Locks:             locks,
 		Published:         monitor.Targets,
+		Observer:          monitor,
 	}, router)
 	if err != nil {
 		return err

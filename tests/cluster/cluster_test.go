@@ -43,6 +43,7 @@ func TestCluster(t *testing.T) {
 		}
 		ok := t.Run(s.name, func(t *testing.T) {
 			defer step(t)()
+			defer nodePluginLogOnFailure(t)
 			s.f(t)
 		})
 		if !ok && s.name == "install" {

@@ -602,10 +602,12 @@ while true; do i=$((i+1)); if printf 'w%d\n' $i > /data/w-$i 2>/dev/null; then e
 	})
 	waitRunning(t, 2*time.Minute, writer)
 	time.Sleep(time.Second)
-	if n := killMountS3(t, bucket); n == 0 {
+	n := killMountS3(t, bucket)
+	if n == 0 {
 		t.Fatal("no mount-s3 serves the bucket")
 	}
 	killed := time.Now()
+	t.Logf("%s mode: killed %d mount-s3 serving the bucket", mode, n)
 	harness.Eventually(t, time.Minute, func() string {
 		got := eventReasons(t, ns, writer.Name)
 		if slices.Contains(got, "MountDead") && slices.Contains(got, "MountRepaired") {

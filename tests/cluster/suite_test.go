@@ -112,6 +112,16 @@ func step(t *testing.T) func() {
 	}
 }
 
+// nodePluginLogOnFailure logs the tail of the node plugin's log when t failed: the pod, and its
+// log, may be gone (a later scenario restarts or uninstalls it) by the time anyone looks.
+func nodePluginLogOnFailure(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	out, err := kubectl(t, "-n", releaseNS, "logs", "ds/s3-csi-node", "-c", "s3-plugin", "--tail=150")
+	t.Logf("node plugin log, last 150 lines (%v):\n%s", err, out)
+}
+
 // kubectl runs the rig's kubectl with the admin kubeconfig and returns its combined output.
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()

@@ -87,11 +87,12 @@ type node struct {
 }
 
 type nodeOpts struct {
-	label       string // value of s3.csi.scality.com/mounter ("" = no label)
-	noPodAccess bool   // no RBAC for the Mountpoint namespace (a bare-metal node)
-	noKubelet   bool   // no fake kubelet (no Mountpoint Pods can run)
-	metrics     bool   // serve the node plugin's metrics (node.metricsURL)
-	podMounter  string // value of --pod-mounter ("" = the default, true)
+	label       string   // value of s3.csi.scality.com/mounter ("" = no label)
+	noPodAccess bool     // no RBAC for the Mountpoint namespace (a bare-metal node)
+	noKubelet   bool     // no fake kubelet (no Mountpoint Pods can run)
+	metrics     bool     // serve the node plugin's metrics (node.metricsURL)
+	podMounter  string   // value of --pod-mounter ("" = the default, true)
+	args        []string // more node plugin flags
 }
 
 func (c *cluster) node(suffix string, o nodeOpts) *node {
@@ -117,6 +118,7 @@ func (c *cluster) node(suffix string, o nodeOpts) *node {
 	if o.podMounter != "" {
 		args = append(args, "--pod-mounter="+o.podMounter)
 	}
+	args = append(args, o.args...)
 	if o.metrics {
 		port, err := harness.FreePort()
 		harness.Must(c.t, err)
