@@ -49,9 +49,13 @@ type NodeConfig struct {
 
 // PublishObserver is told of each publish before it runs, with the target's lock held, and of
 // its outcome: a publish that finds a dead mount repairs it (mounter.Mounter.Mount), and that
-// repair is reported (Events, metrics, the recovery policy) like the mount monitor's own.
+// repair is reported (Events, metrics, the recovery policy) like the mount monitor's own. It is
+// told of each unpublish that succeeded too: in pod mode, unmounting a repaired target can take
+// the repair away from the targets sharing its mount (see docs/architecture.md), which must be
+// checked at once.
 type PublishObserver interface {
 	Publishing(ctx context.Context, t mounter.Target) (done func(ctx context.Context, err error))
+	Unpublished(target string)
 }
 
 // NodeServer implements the CSI Node service on top of a mounter.Mounter.
@@ -380,6 +384,9 @@ func (s *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	defer release()
 	if err := s.mounter.Unmount(ctx, tp.Path); err != nil {
 		return nil, fmt.Errorf("unpublish volume %q from %s: %w", req.GetVolumeId(), tp.Path, err)
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Unpublished(tp.Path)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }

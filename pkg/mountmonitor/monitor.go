@@ -331,6 +331,13 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 	}
 }
 
+// Unpublished implements the node server's PublishObserver: after an unpublish, every target
+// is checked at once (when the monitor runs). In pod mode a repaired target holds the bind the
+// other targets of its Mountpoint Pod see by propagation; unmounting it takes their copies away
+// too (umount propagates through the dead mount's peer group), and they must be bound again
+// before a workload notices, not at the next periodic round.
+func (m *Monitor) Unpublished(string) { m.Trigger() }
+
 // recordedBy returns the watched mode that has a record of target.
 func (m *Monitor) recordedBy(target string) (mountmode.Mode, bool) {
 	for mode, r := range m.modes {

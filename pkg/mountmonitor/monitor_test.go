@@ -390,4 +390,11 @@ func TestRepublishRepairIsReported(t *testing.T) {
 	if len(rec.reasons()) != n || restarter.count() != 2 {
 		t.Errorf("a live mount's republish was reported: events %v", rec.reasons())
 	}
+	// An unpublish asks for a check of every target at once.
+	m.Unpublished(a.Path)
+	select {
+	case <-m.trigger:
+	default:
+		t.Error("an unpublish did not trigger a check")
+	}
 }
