@@ -40,8 +40,22 @@ func (hostKernel) MountFUSE(source string, allowOther, readOnly bool) (*os.File,
 
 // Bind makes target show source; a read-only bind is remounted read-only (a bind ignores
 // MS_RDONLY on creation).
+//
+// The bind is a peer group of its own (with its copies: the host's view of the target, and the
+// containers that mount it with HostToContainer propagation), not a peer of source. A plain
+// bind of the shared mount at source joins its peer group, so every target of a Mountpoint Pod
+// would be a peer of every other: a mount stacked on one target (a repair) would be copied onto
+// all of them, and its unmount (that workload's unpublish) taken from all of them again,
+// leaving the other workloads on a dead mount. So the bind is made as a detached clone
+// (open_tree), made private (mount_setattr), then attached (move_mount), where the shared
+// kubelet directory makes it shared again with its own copies only. Kernels without these
+// calls (before 5.12) get the plain bind.
 func (hostKernel) Bind(source, target string, readOnly bool) error {
-	if err := atDir(target, func(at string) error { return unix.Mount(source, at, "", unix.MS_BIND, "") }); err != nil {
+	err := inDir(target, func(fd int, _ string) error { return bindAlone(source, fd) })
+	if errors.Is(err, unix.ENOSYS) {
+		err = atDir(target, func(at string) error { return unix.Mount(source, at, "", unix.MS_BIND, "") })
+	}
+	if err != nil {
 		return fmt.Errorf("bind %s to %s: %w", source, target, err)
 	}
 	if readOnly {
@@ -52,6 +66,22 @@ func (hostKernel) Bind(source, target string, readOnly bool) error {
 			_ = unix.Unmount(target, 0)
 			return fmt.Errorf("make bind mount at %s read-only: %w", target, err)
 		}
+	}
+	return nil
+}
+
+// bindAlone attaches a private clone of the mount at source to the directory open as dirFD.
+func bindAlone(source string, dirFD int) error {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Propagation: unix.MS_PRIVATE}); err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", dirFD, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
 	}
 	return nil
 }
@@ -94,10 +124,15 @@ func (hostKernel) Answer(path string) error {
 // link at its last component: the mount lands on the directory that was checked, never where a
 // link swapped in since would lead.
 func atDir(target string, mount func(at string) error) error {
+	return inDir(target, func(_ int, at string) error { return mount(at) })
+}
+
+// inDir is atDir for calls that take the directory's fd (move_mount) as well as its path.
+func inDir(target string, mount func(fd int, at string) error) error {
 	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s as a directory (no link followed): %w", target, err)
 	}
 	defer unix.Close(fd)
-	return mount(fmt.Sprintf("/proc/self/fd/%d", fd))
+	return mount(fd, fmt.Sprintf("/proc/self/fd/%d", fd))
 }

@@ -172,9 +172,9 @@ func (m *Monitor) Sweep(ctx context.Context) {
 }
 
 // Sharer is implemented by a mode whose targets can share one mount (pod mode: the workloads of
-// one Mountpoint Pod): when that mount dies they all die, and when it is mounted again a bind
-// mounted on one of them may propagate to the others (their binds are peers), which are then
-// live again without a repair of their own.
+// one Mountpoint Pod): when that mount dies they all die. Each is then repaired in turn; where
+// the binds are peers of each other (pod mode on kernels before 5.12), a bind mounted on one of
+// them propagates to the others, which are then live again without a repair of their own.
 type Sharer interface {
 	// SharingMount lists the other targets that show the same mount as target.
 	SharingMount(target string) []string
@@ -321,6 +321,7 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 		klog.InfoS("Republish repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(now))
 		m.repairedEvent(t, st.deadSince)
 		st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
+		m.Trigger() // the targets sharing its mount are dead too: repair them now, not at the next round
 		if t.Recovery == mounter.RecoveryRestartPod {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -332,10 +333,11 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 }
 
 // Unpublished implements the node server's PublishObserver: after an unpublish, every target
-// is checked at once (when the monitor runs). In pod mode a repaired target holds the bind the
-// other targets of its Mountpoint Pod see by propagation; unmounting it takes their copies away
-// too (umount propagates through the dead mount's peer group), and they must be bound again
-// before a workload notices, not at the next periodic round.
+// is checked at once (when the monitor runs). Pod mode binds each target as a peer group of its
+// own so that an unmount never reaches another target; where the kernel lacks the calls for
+// that (before 5.12), the targets of a Mountpoint Pod are peers, and the unpublish of a target
+// that was repaired takes the repair away from the others (the unmount propagates): they must
+// be bound again before a workload notices, not at the next periodic round.
 func (m *Monitor) Unpublished(string) { m.Trigger() }
 
 // recordedBy returns the watched mode that has a record of target.

@@ -363,7 +363,19 @@ func TestRepublishRepairIsReported(t *testing.T) {
 	}
 	// The next republish repairs it: MountRepaired and restart-pod for a, not a second
 	// MountDead; counted as a repair that succeeded.
+	drain := func() bool {
+		select {
+		case <-m.trigger:
+			return true
+		default:
+			return false
+		}
+	}
+	drain()
 	publish(a, true)
+	if !drain() {
+		t.Error("a republish that repaired did not trigger a check (of the targets sharing its mount)")
+	}
 	waitRestarts(1)
 	if got, want := rec.of(a.Path), "MountDead,MountRepaired,MountRecoveryRestartedPod"; got != want {
 		t.Errorf("events on the republished target: %s, want %s", got, want)
@@ -391,10 +403,9 @@ func TestRepublishRepairIsReported(t *testing.T) {
 		t.Errorf("a live mount's republish was reported: events %v", rec.reasons())
 	}
 	// An unpublish asks for a check of every target at once.
+	drain()
 	m.Unpublished(a.Path)
-	select {
-	case <-m.trigger:
-	default:
+	if !drain() {
 		t.Error("an unpublish did not trigger a check")
 	}
 }
