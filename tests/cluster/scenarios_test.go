@@ -549,16 +549,39 @@ func killMountS3(t *testing.T, bucket string) int {
 	return n
 }
 
-// eventReasons returns the reasons of the Events on a pod.
-func eventReasons(t *testing.T, ns, pod string) []string {
+// eventsOn returns the Events on a pod.
+func eventsOn(t *testing.T, ns, pod string) []corev1.Event {
 	t.Helper()
 	var list corev1.EventList
 	harness.Must(t, env.c.List(context.Background(), &list, client.InNamespace(ns)))
-	var out []string
+	var out []corev1.Event
 	for _, e := range list.Items {
 		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == pod {
-			out = append(out, e.Reason)
+			out = append(out, e)
 		}
+	}
+	return out
+}
+
+// eventCount returns how many times Events of reason were reported on a pod (repeats are
+// folded into one Event with a count).
+func eventCount(t *testing.T, ns, pod, reason string) int32 {
+	t.Helper()
+	var n int32
+	for _, e := range eventsOn(t, ns, pod) {
+		if e.Reason == reason {
+			n += max(e.Count, 1)
+		}
+	}
+	return n
+}
+
+// eventReasons returns the reasons of the Events on a pod.
+func eventReasons(t *testing.T, ns, pod string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range eventsOn(t, ns, pod) {
+		out = append(out, e.Reason)
 	}
 	return out
 }
@@ -650,6 +673,22 @@ while true; do i=$((i+1)); if printf 'w%d\n' $i > /data/w-$i 2>/dev/null; then e
 	})
 	if out, err := execIn(t, fresh, "ls /data | wc -l"); err != nil || strings.TrimSpace(out) == "0" {
 		t.Errorf("the recreated pod's mount: %q, %v", out, err)
+	}
+	// The replaced pod's unpublish leaves the other workloads' mounts alone (pod mode: its
+	// target's unmount must not propagate to theirs): no second death, no second restart.
+	harness.Eventually(t, 2*time.Minute, func() string {
+		var old corev1.Pod
+		if err := env.c.Get(ctx, client.ObjectKeyFromObject(blind), &old); err == nil {
+			return "the replaced pod is still there (its volume not unpublished yet)"
+		}
+		return ""
+	})
+	time.Sleep(3 * time.Second) // the monitor checks every target right after an unpublish
+	if n := eventCount(t, ns, writer.Name, "MountDead"); n != 1 {
+		t.Errorf("the writer's mount died %d times, want once (the replaced pod's unpublish took its mount away?)", n)
+	}
+	if got := eventReasons(t, ns, fresh.Name); slices.Contains(got, "MountDead") {
+		t.Errorf("the recreated pod's mount died: events %v", got)
 	}
 	harness.Must(t, env.c.Delete(ctx, dep))
 	deletePods(t, writer)
