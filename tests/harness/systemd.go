@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,8 @@ type Systemd struct {
 	cmd     *exec.Cmd
 	logFile string
 	done    chan struct{}
+	// cgroupProcs are the cgroup.procs files of the manager's own cgroups (ownCgroups).
+	cgroupProcs []string
 }
 
 // StartSystemd makes sharedDir a shared mount (bind-mounting it onto itself first when it is not
@@ -65,12 +68,63 @@ func StartSystemd(t TB, sharedDir string, extraEnv ...string) *Systemd {
 		logFile:    filepath.Join(t.TempDir(), "systemd.log"),
 		env:        extraEnv,
 	}
+	var removeCgroups func()
+	s.cgroupProcs, removeCgroups = ownCgroups(filepath.Base(runtimeDir))
 	s.start()
 	t.Cleanup(func() {
 		s.stop(syscall.SIGTERM)
 		os.RemoveAll(runtimeDir)
+		removeCgroups()
 	})
 	return s
+}
+
+// ownCgroups makes the manager a cgroup of its own, at the root of each cgroup hierarchy
+// systemd uses (the unified one, and the named "systemd" v1 one of a hybrid layout), and returns
+// their cgroup.procs files and a function removing them. A user manager takes the cgroup it
+// starts in as the root of its tree and creates and removes sub-cgroups there (app.slice,
+// init.scope, one per unit); managers of tests running side by side would otherwise share the
+// test process's cgroup and remove each other's: a unit whose cgroup just went fails with
+// 219/CGROUP before its first command runs (seen as units failing with no output). Where no
+// hierarchy can be written, the manager runs where it is.
+func ownCgroups(name string) ([]string, func()) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil, func() {}
+	}
+	var procs, dirs []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !(f[2] == "cgroup2" || f[2] == "cgroup" && slices.Contains(strings.Split(f[3], ","), "name=systemd")) {
+			continue
+		}
+		dir := filepath.Join(f[1], "s3csi-test-"+name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			continue
+		}
+		dirs = append(dirs, dir)
+		procs = append(procs, filepath.Join(dir, "cgroup.procs"))
+	}
+	return procs, func() {
+		for _, dir := range dirs {
+			removeCgroupTree(dir)
+		}
+	}
+}
+
+// removeCgroupTree removes a cgroup and its children, deepest first (best effort: a cgroup
+// still holding a process stays).
+func removeCgroupTree(dir string) {
+	var all []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			all = append(all, p)
+		}
+		return nil
+	})
+	for i := len(all) - 1; i >= 0; i-- {
+		_ = os.Remove(all[i])
+	}
 }
 
 func (s *Systemd) start() {
@@ -81,8 +135,11 @@ func (s *Systemd) start() {
 		s.t.Fatalf("systemd log: %v", err)
 	}
 	defer log.Close()
-	cmd := exec.Command("unshare", "-m", "--propagation", "unchanged", "sh", "-c",
-		"mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user")
+	script := "mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user"
+	for _, p := range s.cgroupProcs {
+		script = fmt.Sprintf("echo $$ > %s && %s", p, script)
+	}
+	cmd := exec.Command("unshare", "-m", "--propagation", "unchanged", "sh", "-c", script)
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "XDG_RUNTIME_DIR=" + s.RuntimeDir, "LANG=C.UTF-8"}, s.env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with a crashed test
