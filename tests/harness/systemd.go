@@ -95,7 +95,10 @@ func ownCgroups(name string) ([]string, func()) {
 	var procs, dirs []string
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 4 || !(f[2] == "cgroup2" || f[2] == "cgroup" && slices.Contains(strings.Split(f[3], ","), "name=systemd")) {
+		if len(f) < 4 {
+			continue
+		}
+		if systemdV1 := f[2] == "cgroup" && slices.Contains(strings.Split(f[3], ","), "name=systemd"); f[2] != "cgroup2" && !systemdV1 {
 			continue
 		}
 		dir := filepath.Join(f[1], "s3csi-test-"+name)
