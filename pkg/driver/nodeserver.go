@@ -50,9 +50,9 @@ type NodeConfig struct {
 // PublishObserver is told of each publish before it runs, with the target's lock held, and of
 // its outcome: a publish that finds a dead mount repairs it (mounter.Mounter.Mount), and that
 // repair is reported (Events, metrics, the recovery policy) like the mount monitor's own. It is
-// told of each unpublish that succeeded too: in pod mode, unmounting a repaired target can take
-// the repair away from the targets sharing its mount (see docs/architecture.md), which must be
-// checked at once.
+// told of each unpublish that succeeded too: on kernels where pod mode's targets are peers,
+// unmounting a repaired target takes the repair away from the targets sharing its mount (see
+// docs/architecture.md), which must then be checked at once.
 type PublishObserver interface {
 	Publishing(ctx context.Context, t mounter.Target) (done func(ctx context.Context, err error))
 	Unpublished(target string)

@@ -206,7 +206,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 			m.repairedEvent(t, st.deadSince)
 			m.recover(ctx, t)
 		}
-		st.lastLive, st.deadSince, st.failures, st.nextTry = now, time.Time{}, 0, time.Time{}
+		st.live(now)
 		return "live"
 	}
 	if r.State == mounthealth.Absent && kubeletRemoved(t.Path) {
@@ -221,10 +221,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 			return "live"
 		}
 	}
-	cause := fmt.Sprint(r.Cause)
-	if r.State != mounthealth.Dead {
-		cause = "the mount is gone (" + r.State.String() + ")"
-	}
+	cause := causeOf(r)
 	if st.deadSince.IsZero() {
 		m.detected(mode, t, st, now, cause)
 		m.sharersDead(mode, t, all, now, cause)
@@ -252,7 +249,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		m.repairedEvent(t, st.deadSince)
 		m.recover(ctx, t)
 	}
-	st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
+	st.live(time.Now())
 	if repaired {
 		// Now the targets sharing the mount: live by propagation, or to repair in turn.
 		release()
@@ -303,10 +300,7 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 	if err != nil || r.State == mounthealth.Live || r.State == mounthealth.Foreign {
 		return nothing // Foreign: the publish fails (target in use) and says why
 	}
-	cause := fmt.Sprint(r.Cause)
-	if r.State != mounthealth.Dead {
-		cause = "the mount is gone (" + r.State.String() + ")"
-	}
+	cause := causeOf(r)
 	now := time.Now()
 	st := m.stateOf(t.Path)
 	if st.deadSince.IsZero() {
@@ -320,7 +314,7 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 		}
 		klog.InfoS("Republish repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(now))
 		m.repairedEvent(t, st.deadSince)
-		st.lastLive, st.deadSince, st.failures, st.nextTry = time.Now(), time.Time{}, 0, time.Time{}
+		st.live(time.Now())
 		m.Trigger() // the targets sharing its mount are dead too: repair them now, not at the next round
 		if t.Recovery == mounter.RecoveryRestartPod {
 			go func() {
@@ -348,6 +342,19 @@ func (m *Monitor) recordedBy(target string) (mountmode.Mode, bool) {
 		}
 	}
 	return "", false
+}
+
+// live records a check (or repair) at now that found the target live.
+func (st *targetState) live(now time.Time) {
+	st.lastLive, st.deadSince, st.failures, st.nextTry = now, time.Time{}, 0, time.Time{}
+}
+
+// causeOf says why a check found a target not live (Dead, or its mount gone).
+func causeOf(r mounthealth.Result) string {
+	if r.State != mounthealth.Dead {
+		return "the mount is gone (" + r.State.String() + ")"
+	}
+	return fmt.Sprint(r.Cause)
 }
 
 // stateOf returns target's state, made on first use.
