@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,7 +78,7 @@ func measureKills(b *testing.B, metricsAddr, mode, target string, pid func() int
 			if time.Now().After(deadline) {
 				b.Fatalf("kill %d not repaired within a minute", k)
 			}
-			if np := pid(); np != 0 && np != p && statfsWithin(target, time.Second) == nil {
+			if np := pid(); np != 0 && np != p && harness.StatfsWithin(target, time.Second) == nil {
 				break
 			}
 			time.Sleep(2 * time.Millisecond)
@@ -149,12 +148,10 @@ func repairPod(b *testing.B) repairRuns {
 		b.Fatalf("publish: %v\n%s", err, drv.Log())
 	}
 	runs := measureKills(b, addr, "pod", target, func() int {
-		out, err := exec.Command("pgrep", "-f", "mount-s3 pod-bench /dev/fd/").Output()
-		if err != nil {
-			return 0
+		if pids := harness.MountS3PIDs("pod-bench"); len(pids) > 0 {
+			return pids[0]
 		}
-		pid, _ := strconv.Atoi(strings.Fields(string(out))[0])
-		return pid
+		return 0
 	})
 	if _, err := drv.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "v", TargetPath: target}); err != nil {
 		b.Fatal(err)
@@ -186,16 +183,4 @@ func freeAddr(b *testing.B) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// statfsWithin reports whether a statfs of path answers within d.
-func statfsWithin(path string, d time.Duration) error {
-	done := make(chan error, 1)
-	go func() { var st syscall.Statfs_t; done <- syscall.Statfs(path, &st) }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		return fmt.Errorf("statfs %s: no answer within %v", path, d)
-	}
 }

@@ -528,25 +528,11 @@ func testUninstall(t *testing.T) {
 // line).
 func killMountS3(t *testing.T, bucket string) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	harness.Must(t, err)
-	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) > 2 && filepath.Base(args[0]) == "mount-s3" && slices.Contains(args, bucket) {
-			harness.Must(t, syscall.Kill(pid, syscall.SIGKILL))
-			n++
-		}
+	pids := harness.MountS3PIDs(bucket)
+	for _, pid := range pids {
+		harness.Must(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
-	return n
+	return len(pids)
 }
 
 // eventsOn returns the Events on a pod.

@@ -1,9 +1,13 @@
 package harness
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -119,4 +123,42 @@ func (p *Process) signal(sig syscall.Signal) {
 func (p *Process) Log() string {
 	b, _ := os.ReadFile(p.LogFile)
 	return string(b)
+}
+
+// MountS3PIDs returns the processes of mount-s3 (the stand-in, in either mode: a systemd
+// unit's or a Mountpoint Pod's) that have bucket as an argument of their command line.
+func MountS3PIDs(bucket string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) > 2 && filepath.Base(args[0]) == "mount-s3" && slices.Contains(args[1:], bucket) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// StatfsWithin returns the result of a statfs of path (which reaches mount-s3 on its mount), or
+// an error when it does not answer within d (the call is left running).
+func StatfsWithin(path string, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { var st syscall.Statfs_t; done <- syscall.Statfs(path, &st) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("statfs %s did not answer within %v", path, d)
+	}
 }

@@ -21,19 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
-
-// statfsWithin reports whether a statfs of path (which reaches mount-s3) answers within d.
-func statfsWithin(path string, d time.Duration) error {
-	done := make(chan error, 1)
-	go func() { var st syscall.Statfs_t; done <- syscall.Statfs(path, &st) }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		return fmt.Errorf("statfs %s did not answer within %v", path, d)
-	}
-}
 
 // freeAddr returns a free loopback TCP address.
 func freeAddr(t *testing.T) string {
@@ -92,7 +81,7 @@ func TestDeadMountRepairedWithoutKubelet(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "the mount to be live again with a new mount-s3", func() bool {
 		p := s.mainPID(target)
-		return p != 0 && p != pid && statfsWithin(target, time.Second) == nil
+		return p != 0 && p != pid && harness.StatfsWithin(target, time.Second) == nil
 	})
 	t.Logf("mount live again %v after mount-s3 was killed, without kubelet", time.Since(killed).Round(time.Millisecond))
 	mustEqualBytes(t, "object written before the crash", s.s3.GetObject(t, "heal", "before"), before)
@@ -141,7 +130,7 @@ func TestVolumeStatsAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the mount to die", func() bool {
-		return errors.Is(statfsWithin(target, time.Second), syscall.ENOTCONN)
+		return errors.Is(harness.StatfsWithin(target, time.Second), syscall.ENOTCONN)
 	})
 	if _, err := stats(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "dead") {
 		t.Errorf("stats of a dead mount: %v, want FailedPrecondition naming the dead mount", err)
@@ -206,7 +195,7 @@ func TestUnresponsiveMountS3(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("republish of an unresponsive mount: %v\n%s", err, tailLog(s.drv.Log()))
 	}
-	if err := statfsWithin(stuck, 2*time.Second); err != nil {
+	if err := harness.StatfsWithin(stuck, 2*time.Second); err != nil {
 		t.Errorf("after the republish: %v", err)
 	}
 	if err := within("unpublish", 30*time.Second, func(ctx context.Context) error {
@@ -252,7 +241,7 @@ func TestSystemdStoppedThenStarted(t *testing.T) {
 	s.sd.Start()
 	for _, target := range []string{a, b} {
 		waitFor(t, 30*time.Second, "the mount to be live again", func() bool {
-			return mountS3At(target) && statfsWithin(target, time.Second) == nil
+			return mountS3At(target) && harness.StatfsWithin(target, time.Second) == nil
 		})
 		if _, err := os.Stat(filepath.Join(target, "during-outage")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("a file written during the outage exists: %v", err)
@@ -294,7 +283,7 @@ func TestUnpublishInEveryState(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the mount to die", func() bool {
-		return errors.Is(statfsWithin(dead, time.Second), syscall.ENOTCONN)
+		return errors.Is(harness.StatfsWithin(dead, time.Second), syscall.ENOTCONN)
 	})
 	s.unpublish(dead)
 	s.assertClean(dead)
@@ -355,7 +344,7 @@ func TestDeadMountNoticedThroughSystemd(t *testing.T) {
 	}
 	waitFor(t, 15*time.Second, "the mount to be live again with a new mount-s3", func() bool {
 		p := s.mainPID(target)
-		return p != 0 && p != pid && statfsWithin(target, time.Second) == nil
+		return p != 0 && p != pid && harness.StatfsWithin(target, time.Second) == nil
 	})
 	t.Logf("repaired %v after the kill, noticed through systemd's unit signal", time.Since(killed).Round(time.Millisecond))
 	s.unpublish(target)

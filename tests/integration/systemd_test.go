@@ -152,7 +152,7 @@ func TestSystemdRestart(t *testing.T) {
 	}
 	// The first mount's mount-s3 outlived its manager: it is live, kubelet's republish keeps
 	// it (no second mount stacked on it), and unpublish still removes it.
-	if err := statfsWithin(first, time.Second); err != nil {
+	if err := harness.StatfsWithin(first, time.Second); err != nil {
 		t.Fatalf("the mount whose manager was killed: %v, want live", err)
 	}
 	s.publish(rw(first, "bkt-restart"))
@@ -422,7 +422,7 @@ func TestUmountFailureIsReported(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "target is busy (simulated)") {
 		t.Fatalf("unpublish with a failing umount: %v, want Internal quoting umount's output", err)
 	}
-	if err := statfsWithin(target, time.Second); err != nil || !mountS3At(target) {
+	if err := harness.StatfsWithin(target, time.Second); err != nil || !mountS3At(target) {
 		t.Fatalf("after the failed unpublish the mount is not live (%v): the state must stay as it was", err)
 	}
 	if err := os.WriteFile(filepath.Join(target, "still-there"), []byte("x"), 0o644); err != nil {

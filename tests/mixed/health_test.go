@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,7 +65,7 @@ func TestRepublishRepairReported(t *testing.T) {
 			if _, err := n.drv.Node.NodePublishVolume(ctx, req); err != nil {
 				t.Fatalf("republish of the dead mount: %v", err)
 			}
-			if pids := mountS3PIDs(bucket); len(pids) == 0 || slices.ContainsFunc(pids, func(p int) bool { return slices.Contains(killed, p) }) {
+			if pids := harness.MountS3PIDs(bucket); len(pids) == 0 || slices.ContainsFunc(pids, func(p int) bool { return slices.Contains(killed, p) }) {
 				t.Errorf("mount-s3 after the republish: %v (killed: %v)", pids, killed)
 			}
 			harness.Must(t, os.WriteFile(filepath.Join(target, "after"), []byte("after"), 0o644))
@@ -134,22 +131,10 @@ func podEventReasons(t *testing.T, p *corev1.Pod) []string {
 	return out
 }
 
-// mountS3PIDs returns the mount-s3 processes serving bucket (either mode).
-func mountS3PIDs(bucket string) []int {
-	out, _ := exec.Command("pgrep", "-f", "mount-s3 .*"+bucket).Output()
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // killMountS3 kills (-9) every mount-s3 serving bucket and returns their pids.
 func killMountS3(t *testing.T, bucket string) []int {
 	t.Helper()
-	pids := mountS3PIDs(bucket)
+	pids := harness.MountS3PIDs(bucket)
 	if len(pids) == 0 {
 		t.Fatalf("no mount-s3 serves bucket %s", bucket)
 	}

@@ -131,7 +131,6 @@ func (c *cluster) node(suffix string, o nodeOpts) *node {
 	c.t.Cleanup(func() {
 		if c.t.Failed() {
 			c.t.Logf("driver %s log:\n%s", n.name, tail(n.drv.Log(), 60))
-			c.t.Logf("systemd manager of %s, log:\n%s", n.name, tail(n.sd.Log(), 40))
 		}
 	})
 	return n

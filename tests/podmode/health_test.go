@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,27 +18,12 @@ import (
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
-// statfsWithin reports whether a statfs of path (which reaches mount-s3) answers within d.
-func statfsWithin(path string, d time.Duration) error {
-	done := make(chan error, 1)
-	go func() { var st syscall.Statfs_t; done <- syscall.Statfs(path, &st) }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		return fmt.Errorf("statfs %s did not answer within %v", path, d)
+// mountS3PID returns the pid of the mount-s3 serving bucket through a Mountpoint Pod (0: none).
+func mountS3PID(bucket string) int {
+	if pids := harness.MountS3PIDs(bucket); len(pids) > 0 {
+		return pids[0]
 	}
-}
-
-// mountS3PID returns the pid of the mount-s3 serving bucket through a Mountpoint Pod.
-func mountS3PID(t *testing.T, bucket string) int {
-	t.Helper()
-	out, err := exec.Command("pgrep", "-f", "mount-s3 .*"+bucket+" /dev/fd/").Output()
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.Fields(string(out))[0])
-	return pid
+	return 0
 }
 
 // TestDeadSharedMountRepairedWithoutKubelet: the Mountpoint Pod's mount-s3 killed (-9) leaves
@@ -55,7 +38,7 @@ func TestDeadSharedMountRepairedWithoutKubelet(t *testing.T) {
 	ta, tb := n.publish(a, pv, false), n.publish(b, pv, false)
 	before := []byte(strings.Repeat("before the crash ", 1000))
 	harness.Must(t, os.WriteFile(filepath.Join(ta, "before"), before, 0o644))
-	pid := mountS3PID(t, "pod-heal")
+	pid := mountS3PID("pod-heal")
 	if pid == 0 {
 		t.Fatal("no mount-s3 serves the bucket")
 	}
@@ -63,10 +46,10 @@ func TestDeadSharedMountRepairedWithoutKubelet(t *testing.T) {
 	harness.Must(t, syscall.Kill(pid, syscall.SIGKILL))
 	for _, target := range []string{ta, tb} {
 		harness.Eventually(t, 30*time.Second, func() string {
-			if p := mountS3PID(t, "pod-heal"); p == 0 || p == pid {
+			if p := mountS3PID("pod-heal"); p == 0 || p == pid {
 				return "no new mount-s3 yet"
 			}
-			if err := statfsWithin(target, time.Second); err != nil {
+			if err := harness.StatfsWithin(target, time.Second); err != nil {
 				return err.Error()
 			}
 			return ""
@@ -104,9 +87,9 @@ func TestDeadSharedMountRepublishAndUnpublish(t *testing.T) {
 	pv := n.volume("dead", "pod-dead", "ReadWriteMany")
 	a, b := n.workload("a", pv, nil), n.workload("b", pv, nil)
 	ta, tb := n.publish(a, pv, false), n.publish(b, pv, false)
-	harness.Must(t, syscall.Kill(mountS3PID(t, "pod-dead"), syscall.SIGKILL))
+	harness.Must(t, syscall.Kill(mountS3PID("pod-dead"), syscall.SIGKILL))
 	harness.Eventually(t, 10*time.Second, func() string {
-		if err := statfsWithin(ta, time.Second); !errors.Is(err, syscall.ENOTCONN) {
+		if err := harness.StatfsWithin(ta, time.Second); !errors.Is(err, syscall.ENOTCONN) {
 			return fmt.Sprintf("statfs: %v, want ENOTCONN", err)
 		}
 		return ""
@@ -116,7 +99,7 @@ func TestDeadSharedMountRepublishAndUnpublish(t *testing.T) {
 		t.Errorf("stats of a dead mount: %v, want FailedPrecondition", err)
 	}
 	n.publish(a, pv, false) // repairs the shared mount and a's bind
-	if err := statfsWithin(ta, 2*time.Second); err != nil {
+	if err := harness.StatfsWithin(ta, 2*time.Second); err != nil {
 		t.Fatalf("after the republish: %v", err)
 	}
 	harness.Must(t, os.WriteFile(filepath.Join(ta, "healed"), []byte("y"), 0o644))

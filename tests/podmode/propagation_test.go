@@ -57,14 +57,14 @@ func TestRepairedTargetsStayApart(t *testing.T) {
 	container := onHost(containerDir)
 	harness.Must(t, os.WriteFile(filepath.Join(ta, "before"), []byte("before"), 0o644))
 	for _, p := range []string{ta, tb, onHost(ta), onHost(tb), container} {
-		if err := statfsWithin(p, time.Second); err != nil {
+		if err := harness.StatfsWithin(p, time.Second); err != nil {
 			t.Fatalf("%s before the kill: %v", p, err)
 		}
 	}
 
-	harness.Must(t, syscall.Kill(mountS3PID(t, "pod-apart"), syscall.SIGKILL))
+	harness.Must(t, syscall.Kill(mountS3PID("pod-apart"), syscall.SIGKILL))
 	harness.Eventually(t, 10*time.Second, func() string {
-		if err := statfsWithin(container, time.Second); err == nil {
+		if err := harness.StatfsWithin(container, time.Second); err == nil {
 			return "the container's mount still answers"
 		}
 		return ""
@@ -73,7 +73,7 @@ func TestRepairedTargetsStayApart(t *testing.T) {
 	n.publish(a, pv, false)
 	n.publish(b, pv, false)
 	for _, p := range []string{ta, tb, onHost(ta), onHost(tb), container} {
-		if err := statfsWithin(p, time.Second); err != nil {
+		if err := harness.StatfsWithin(p, time.Second); err != nil {
 			t.Errorf("%s after the repairs: %v", p, err)
 		}
 	}
@@ -83,7 +83,7 @@ func TestRepairedTargetsStayApart(t *testing.T) {
 
 	n.unpublish(ta)
 	for _, p := range []string{tb, onHost(tb), container} {
-		if err := statfsWithin(p, time.Second); err != nil {
+		if err := harness.StatfsWithin(p, time.Second); err != nil {
 			t.Errorf("%s after the other workload's unpublish: %v", p, err)
 		}
 	}
