@@ -30,6 +30,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/confined"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mountoptions"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
@@ -133,10 +134,7 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		}
 		env = append(env, credEnv...)
 	}
-	args := req.Args.Clone()
-	if !req.VolumeReadOnly {
-		args.Remove("read-only") // a shared mount is read-only only when the volume is; workloads get read-only binds
-	}
+	args := fdArgs(req.Args)
 	src := sourceRecord{Bucket: req.Bucket, Args: args.List(), Env: env, ReadOnly: req.VolumeReadOnly}
 	if err := m.ensureSource(ctx, pod, source, comm, src); err != nil {
 		return err
@@ -147,6 +145,25 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	return m.bindTarget(ctx, source, targetRecord{Target: req.Target, MountpointPod: mp, VolumeID: req.VolumeID, ReadOnly: req.ReadOnly,
 		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
 		PVName: req.PVName, Recovery: req.Recovery})
+}
+
+// fdArgs are the options mount-s3 gets with the FUSE fd the node plugin mounted
+// (CONFORMANCE.md, rows M5 and A1-A4):
+//   - no --read-only and no --auto-unmount: mount-s3 refuses both with a fd mount point, as they
+//     belong to the mount(2) call. A read-only volume's shared mount is MS_RDONLY instead
+//     (sourceRecord.ReadOnly); workloads that publish read-only get read-only binds;
+//   - --allow-root unless --allow-other is set: mount-s3 runs as its own user, and without either
+//     its FUSE session answers that user only, so root (the node plugin's checks, kubelet, root
+//     containers) would get EACCES. The mount then carries allow_other, and mount-s3 narrows it
+//     to root and itself.
+func fdArgs(requested mountargs.Args) mountargs.Args {
+	args := requested.Clone()
+	args.Remove("read-only")
+	args.Remove("auto-unmount")
+	if !args.Has("allow-other") {
+		args.Set("allow-root", "")
+	}
+	return args
 }
 
 // bindTarget makes rec.Target a bind of source over the driver's guard: nothing to do when it

@@ -9,8 +9,10 @@
 //     reads through AWS_PROFILE/AWS_CONFIG_FILE/AWS_SHARED_CREDENTIALS_FILE, mount-s3's output
 //     (mount-s3.log, quoted in errors) and a small record of what is mounted;
 //   - the unit first mounts the guard (mounttable.GuardSource, an empty read-only tmpfs) at the
-//     target, then mount-s3 on top of it: when mount-s3's mount vanishes, writes into the
-//     target fail instead of landing on the node's disk;
+//     target: when mount-s3's mount vanishes, writes into the target fail instead of landing on
+//     the node's disk. mount-s3 refuses a mount point that already is one, so it mounts at the
+//     staging directory <StateDir>/<id>/repair, and the unit binds that onto the target, on top
+//     of the guard (ExecStartPost);
 //   - unmount runs `umount <target>` (forced for a dead mount) once per mount of ours at the
 //     target, as a oneshot unit mount-s3-umount-<id>.service, so it happens in the host's mount
 //     namespace whatever the plugin's own namespace is; every command must succeed.
@@ -184,6 +186,9 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 			return err
 		}
 	}
+	if err := m.umountStaging(ctx, target, dir); err != nil {
+		return err
+	}
 	return os.RemoveAll(dir)
 }
 
@@ -222,8 +227,13 @@ func (m *Mounter) remount(ctx context.Context, req mounter.Request, dir string, 
 // first when guard is true) and waits until mount-s3's mount answers. The caller cleans up when
 // it fails.
 func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit string, guard bool) error {
-	// A unit left by an interrupted publish (plugin killed mid-way) must go first.
+	// A unit left by an interrupted publish (plugin killed mid-way) must go first, and so must
+	// its mount at the staging directory: the directory is removed next, and nothing may ever
+	// recurse into a mount of the bucket.
 	if err := m.stopUnit(ctx, unit); err != nil {
+		return err
+	}
+	if err := m.umountStaging(ctx, req.Target, dir); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -278,40 +288,30 @@ func (m *Mounter) newRecord(req mounter.Request) record {
 		PVName: req.PVName, Recovery: req.Recovery}
 }
 
-// startRecorded starts the mount unit of a recorded mount, mount-s3 mounting directly at the
-// target (over the guard, mounted first when guard is true), and checks that the mount answers.
+// stagingDir is where mount-s3 mounts before the unit binds its mount onto the target. Its name
+// is older than its use for every mount (it was for repairs only): mounts made by earlier
+// releases are found there.
+func stagingDir(dir string) string { return filepath.Join(dir, "repair") }
+
+// startRecorded starts the mount unit of a recorded mount on a target that holds no live
+// mount-s3 mount: the guard (mounted first when guard is true), a dead mount-s3 mount (a repair),
+// or both. mount-s3 refuses a mount point that already is one ("is already mounted"), so it
+// never mounts at the target itself: it mounts at the staging directory of the target's state
+// directory, and the unit binds that onto the target (ExecStartPost), on top of whatever is
+// there. On top matters for a dead mount: it stays below until the unpublish, since running
+// containers hold copies of it, and a mount on top propagates into those whose volumeMount has
+// HostToContainer propagation, which then see the live mount without a restart (unmounting it
+// first would remove their copies instead). A mount left at the staging directory by an earlier
+// start (dead now, or never bound) is unmounted first: only its binds matter.
 func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string, guard bool) error {
 	var pre [][]string
 	if guard {
-		pre = [][]string{{m.cfg.MountPath, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec," + mounttable.GuardOptions, mounttable.GuardSource, rec.Target}}
-	}
-	return m.startUnit(ctx, rec, dir, unit, rec.Target, pre, nil)
-}
-
-// stagingDir is where a repair mounts mount-s3 before binding it on top of a dead mount.
-func stagingDir(dir string) string { return filepath.Join(dir, "repair") }
-
-// repairStacked replaces the dead mount-s3 mount at rec.Target by a new one stacked on top of
-// it. The dead one stays below until the unpublish: running containers hold copies of it, and a
-// mount on top propagates into those whose volumeMount has HostToContainer propagation, which
-// then see the live mount without a restart (unmounting it first would remove their copies
-// instead). mount-s3 cannot mount on a dead mount (it checks its mount point), so the new one is
-// mounted at the staging directory and bound onto the target by the unit (ExecStartPost). The
-// old daemon is killed first: a hung one would keep its connection alive.
-func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit string) error {
-	if prev, err := readRecord(dir); err == nil && len(rec.Env) == 0 {
-		rec.Env = prev.Env // a repair from the record: same environment
-	}
-	m.killUnit(ctx, unit)
-	if err := m.stopUnit(ctx, unit); err != nil {
-		return err
+		pre = append(pre, []string{m.cfg.MountPath, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec," + mounttable.GuardOptions, mounttable.GuardSource, rec.Target})
 	}
 	staging := stagingDir(dir)
-	var pre [][]string
 	if mounted, err := m.mountedAt(staging); err != nil {
 		return err
 	} else if mounted > 0 {
-		// The staging mount of an earlier repair (dead now): only its bind matters.
 		for range mounted {
 			pre = append(pre, []string{m.cfg.UmountPath, "-f", "-l", staging})
 		}
@@ -322,10 +322,27 @@ func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit strin
 	if rec.ReadOnly {
 		post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "-o", "remount,bind,ro", rec.Target})
 	}
+	return m.startUnit(ctx, rec, dir, unit, staging, pre, post)
+}
+
+// repairStacked replaces the dead mount-s3 mount at rec.Target by a new one stacked on top of
+// it (see startRecorded). The old daemon is killed first: a hung one would keep its connection
+// alive.
+func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit string) error {
+	if prev, err := readRecord(dir); err == nil && len(rec.Env) == 0 {
+		rec.Env = prev.Env // a repair from the record: same environment
+	}
+	m.killUnit(ctx, unit)
+	if err := m.stopUnit(ctx, unit); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
 	if err := writeRecord(dir, rec); err != nil {
 		return err
 	}
-	return m.startUnit(ctx, rec, dir, unit, staging, pre, post)
+	return m.startRecorded(ctx, rec, dir, unit, false)
 }
 
 // mountedAt counts the mounts at path.
@@ -561,8 +578,8 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(r.Ours), orNoOutput(tail(logFile, 4096)))
 }
 
-// umountStaging unmounts what repairs mounted at the staging directory (its binds at the target
-// are gone already), so their mount-s3 exits.
+// umountStaging unmounts what mount-s3 mounted at the staging directory (its binds at the
+// target are gone already, or were never made), so that mount-s3 exits.
 func (m *Mounter) umountStaging(ctx context.Context, target, dir string) error {
 	staging := stagingDir(dir)
 	r, err := m.health.Check(ctx, staging)

@@ -51,8 +51,13 @@ func refuse(option, format string, a ...any) *Error {
 	return &Error{Option: option, Reason: fmt.Sprintf(format, a...)}
 }
 
+// multiSep joins the values of an option given more than once (see spec.multi); no value of
+// such an option may contain it.
+const multiSep = ","
+
 // Args is a set of mount-s3 options keyed by long option name without dashes ("allow-delete",
-// "uid"). Flags have no value. The zero value is an empty set ready to use.
+// "uid"). Flags have no value; an option mount-s3 takes more than once (bind) holds its values
+// joined by multiSep. The zero value is an empty set ready to use.
 type Args struct {
 	m map[string]string
 }
@@ -100,9 +105,14 @@ func (a Args) Clone() Args {
 func (a Args) List() []string {
 	out := make([]string, 0, len(a.m))
 	for k, v := range a.m {
-		if specs[k].kind == flag || v == "" {
+		switch {
+		case specs[k].kind == flag || v == "":
 			out = append(out, "--"+k)
-		} else {
+		case specs[k].multi:
+			for _, one := range strings.Split(v, multiSep) {
+				out = append(out, "--"+k+"="+one)
+			}
+		default:
 			out = append(out, "--"+k+"="+v)
 		}
 	}
@@ -177,10 +187,15 @@ func Build(o Options) (Result, error) {
 			env = append(env, "AWS_MAX_ATTEMPTS="+value)
 			continue
 		}
-		if old, dup := args.Get(key); dup && old != value {
+		old, dup := args.Get(key)
+		switch {
+		case dup && specs[key].multi:
+			args.Set(key, old+multiSep+value)
+		case dup && old != value:
 			return Result{}, refuse(raw, "given more than once with different values")
+		default:
+			args.Set(key, value)
 		}
-		args.Set(key, value)
 	}
 	if len(env) > 1 {
 		return Result{}, refuse("aws-max-attempts", "given more than once")

@@ -2,6 +2,7 @@ package mountargs
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,7 +113,7 @@ func TestBuildRefuses(t *testing.T) {
 		{"conflict allow-other/root", []string{"allow-other", "allow-root"}, "allow-root", "cannot be combined"},
 		{"conflict part sizes", []string{"part-size=10", "read-part-size=10"}, "read-part-size", "cannot be combined"},
 		{"requires cache", []string{"max-cache-size=10"}, "max-cache-size", "requires --cache"},
-		{"requires sse", []string{"sse-kms-key-id=arn:x"}, "sse-kms-key-id", "requires --sse"},
+		{"requires sse", []string{"sse-kms-key-id=arn:aws:kms:us-east-1:123456789012:key/k"}, "sse-kms-key-id", "requires --sse"},
 		{"duplicate different", []string{"uid=1", "uid=2"}, "uid=2", "more than once"},
 		{"max attempts zero", []string{"aws-max-attempts=0"}, "aws-max-attempts", "at least 1"},
 		{"max attempts twice", []string{"aws-max-attempts=1", "aws-max-attempts=2"}, "aws-max-attempts", "more than once"},
@@ -171,5 +172,24 @@ func TestArgsSetOperations(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"--allow-delete", "--uid=1"}, c.List()); diff != "" {
 		t.Errorf("clone changed with original (-want +got):\n%s", diff)
+	}
+}
+
+// TestBuildRepeatedBind: --bind is the one option mount-s3 takes more than once; each value is
+// kept as an option of its own (List sorts them like every option, so the same volume always
+// renders the same command line).
+func TestBuildRepeatedBind(t *testing.T) {
+	r, err := Build(Options{MountFlags: []string{"bind=eth1", "--bind eth0", "bind=eth1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var binds []string
+	for _, a := range r.Args.List() {
+		if strings.HasPrefix(a, "--bind") {
+			binds = append(binds, a)
+		}
+	}
+	if want := []string{"--bind=eth0", "--bind=eth1", "--bind=eth1"}; !slices.Equal(binds, want) {
+		t.Errorf("binds = %q, want %q", binds, want)
 	}
 }

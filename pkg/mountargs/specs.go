@@ -3,6 +3,8 @@ package mountargs
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,6 +28,9 @@ type spec struct {
 	kind      kind
 	check     func(string) error
 	forbidden string
+	// multi marks an option mount-s3 takes more than once (--bind): its values are kept in
+	// the order given and rendered as one option each.
+	multi bool
 }
 
 // shortAliases maps mount-s3's single-letter options to their long names.
@@ -37,15 +42,15 @@ var specs = map[string]spec{
 	"prefix":                {kind: valued, check: prefix},
 	"region":                {kind: valued, check: token(64)},
 	"force-path-style":      {kind: flag},
-	"transfer-acceleration": {kind: flag},
-	"dual-stack":            {kind: flag},
+	"transfer-acceleration": {kind: flag, forbidden: "mount-s3 cannot use S3 Transfer Acceleration with the driver's endpoint: the endpoint is set cluster-wide (a custom endpoint, path-style addressing), which S3's endpoint rules refuse to combine with acceleration"},
+	"dual-stack":            {kind: flag, forbidden: "mount-s3 cannot use dual-stack endpoints with the driver's endpoint: the endpoint is set cluster-wide (a custom endpoint), which S3's endpoint rules refuse to combine with dual-stack"},
 	"requester-pays":        {kind: flag},
 	"bucket-type":           {kind: valued, check: oneOf("general-purpose", "directory")},
 	"storage-class":         {kind: valued, check: token(64)},
 	"expected-bucket-owner": {kind: valued, check: token(64)},
 	"sse":                   {kind: valued, check: oneOf("aws:kms", "aws:kms:dsse", "AES256")},
-	"sse-kms-key-id":        {kind: valued, check: token(2048)},
-	"upload-checksums":      {kind: valued, check: oneOf("crc32c", "off")},
+	"sse-kms-key-id":        {kind: valued, check: kmsKeyARN},
+	"upload-checksums":      {kind: valued, check: oneOf("crc32c", "crc64nvme", "off")},
 	"ca-bundle":             {kind: valued, forbidden: "the trusted CA bundle is set cluster-wide (driver flag --s3-ca-bundle, Helm tls.*)"},
 	"endpoint-url":          {kind: valued, forbidden: "the S3 endpoint is set cluster-wide by the administrator (driver flag --s3-endpoint-url, Helm s3.endpointUrl)"},
 	// Credentials.
@@ -72,20 +77,25 @@ var specs = map[string]spec{
 	"part-size":               {kind: valued, check: uintMin(1)},
 	"read-part-size":          {kind: valued, check: uintMin(1)},
 	"write-part-size":         {kind: valued, check: uintMin(1)},
-	"bind":                    {kind: valued, check: ifName},
+	"bind":                    {kind: valued, check: ifName, multi: true},
+	"max-memory-target":       {kind: valued, check: uintMin(1)},
 	// Logging.
 	"log-directory": {kind: valued, forbidden: "it names a host path (mount-s3 runs as root); the driver keeps mount-s3's log (systemd mode: mount-s3.log in the volume's state directory; pod mode: the Mountpoint Pod's log); use debug for more detail"},
 	"log-metrics":   {kind: flag},
 	"debug":         {kind: flag},
 	"debug-crt":     {kind: flag},
 	"no-log":        {kind: flag},
+	// OpenTelemetry metrics export.
+	"otlp-endpoint":        {kind: valued, forbidden: "it makes mount-s3 send metrics from the node to an address the volume names; the driver does not export mount-s3's metrics"},
+	"otlp-export-interval": {kind: valued, forbidden: "it goes with otlp-endpoint, which is not allowed"},
 	// Caching.
 	"cache":          {kind: ownedPath},
 	"max-cache-size": {kind: valued, check: uintMin(0)},
-	"cache-xz":       {kind: valued, check: token(63)},
+	"cache-xz":       {kind: valued, check: bucketName},
 	// Advanced.
-	"user-agent-prefix": {kind: valued, forbidden: "the driver sets the user agent"},
-	"aws-max-attempts":  {kind: valued, check: uintMin(1)},
+	"user-agent-prefix":  {kind: valued, forbidden: "the driver sets the user agent"},
+	"infer-content-type": {kind: flag},
+	"aws-max-attempts":   {kind: valued, check: uintMin(1)},
 	// Not mount options at all.
 	"help":    {kind: flag, forbidden: "not a mount option"},
 	"version": {kind: flag, forbidden: "not a mount option"},
@@ -121,12 +131,40 @@ func permBits(v string) error {
 	return nil
 }
 
+// maxTTL is mount-s3's bound on a TTL given in seconds (about 100 years).
+const maxTTL = 3153600000
+
 func ttl(v string) error {
 	if v == "indefinite" || v == "minimal" {
 		return nil
 	}
-	if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
 		return errors.New("must be a number of seconds, indefinite or minimal")
+	}
+	if n > maxTTL {
+		return fmt.Errorf("must be at most %d seconds (about 100 years); use indefinite for no expiry", maxTTL)
+	}
+	return nil
+}
+
+// kmsKeyARN checks --sse-kms-key-id: mount-s3 takes a KMS key ARN (arn:...:key/<id>), not a
+// key id, an alias or an alias ARN.
+func kmsKeyARN(v string) error {
+	if err := token(2048)(v); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(v, "arn:") || !strings.Contains(v, ":key/") {
+		return errors.New("must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key-id>); key ids, aliases and alias ARNs are refused by mount-s3")
+	}
+	return nil
+}
+
+// bucketName checks a bucket name as mount-s3 does for --cache-xz: 3 to 63 letters, digits,
+// '-', '.' and '_'.
+func bucketName(v string) error {
+	if len(v) < 3 || len(v) > 63 || !safetext.IsWord(v, "-._") {
+		return errors.New("must be a bucket name: 3 to 63 letters, digits, '-', '.' and '_'")
 	}
 	return nil
 }
@@ -179,4 +217,11 @@ func ifName(v string) error {
 		return errors.New("must be a network interface name: letters, digits and -_.:@ only")
 	}
 	return nil
+}
+
+// KnownOptions lists, sorted, the long names of every option the policy knows: the mount-s3
+// options it accepts or refuses with a reason, and the driver's own (aws-max-attempts). The
+// conformance tests hold it against mount-s3's command line.
+func KnownOptions() []string {
+	return slices.Sorted(maps.Keys(specs))
 }

@@ -37,6 +37,11 @@ func mountS3Args(args []string) ([]string, string, error) {
 	for _, a := range args {
 		switch {
 		case a == "--foreground":
+		case a == "--read-only" || a == "--auto-unmount":
+			// mount-s3 refuses these with a FUSE fd: they belong to the mount(2) call, which the
+			// node plugin made (read-only as MS_RDONLY). Node plugins of this release never send
+			// them; earlier ones did.
+			klog.InfoS("Dropping a mount-s3 option: the node plugin's mount call applies it", "arg", a)
 		case strings.HasPrefix(a, "--log-directory="):
 			klog.InfoS("Dropping a mount-s3 option: mount-s3 logs to the container output instead", "arg", a)
 		case a == "--cache" || strings.HasPrefix(a, "--cache="):

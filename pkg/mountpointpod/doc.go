@@ -28,7 +28,9 @@
 // Arguments that name host paths mean nothing inside the pod and are rewritten:
 // --cache=<dir> gets a fresh private directory in the container's temporary directory
 // (removed when mount-s3 ends; the cache is ephemeral), --log-directory=<dir> is dropped
-// (mount-s3 then logs to stderr, i.e. the container log), and --foreground is added.
+// (in the foreground mount-s3 then logs to its standard output, i.e. the container log), and
+// --foreground is added. --read-only and --auto-unmount, which mount-s3 refuses with a FUSE fd,
+// are dropped: the node plugin's mount(2) call applies them.
 //
 // Nothing here needs privileges: the pod runs as a non-root user that can write the comm
 // directory (fsGroup) and read the credential files the node plugin wrote there.

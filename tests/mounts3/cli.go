@@ -31,9 +31,11 @@ type Options struct {
 	ForcePathStyle, TransferAcceleration, DualStack, RequesterPays, NoSignRequest bool
 	ReadOnly, AllowDelete, AllowOverwrite, IncrementalUpload, AutoUnmount         bool
 	AllowRoot, AllowOther, LogMetrics, Debug, DebugCRT, NoLog, Foreground         bool
-	Help, Version                                                                 bool
+	Help, Version, InferContentType                                               bool
 
 	MaxThroughputGbps, MaxThreads, PartSize, ReadPartSize, WritePartSize, MaxCacheSize uint64
+	MaxMemoryTarget, OTLPExportInterval                                                uint64
+	OTLPEndpoint                                                                       string
 
 	UID, GID                uint32 // valid when HasUID / HasGID
 	HasUID, HasGID          bool
@@ -251,7 +253,17 @@ var specs = []*optSpec{
 		o.SSEKMSKeyID = v
 		return nil
 	}},
-	{long: "upload-checksums", value: "ALGORITHM", set: choice([]string{"crc32c", "off"}, func(o *Options) *string { return &o.UploadChecksums })},
+	{long: "upload-checksums", value: "ALGORITHM", set: choice([]string{"crc32c", "crc64nvme", "off"}, func(o *Options) *string { return &o.UploadChecksums })},
+	{long: "infer-content-type", set: flag(func(o *Options) *bool { return &o.InferContentType })},
+	{long: "max-memory-target", value: "MiB", set: u64(1, func(o *Options) *uint64 { return &o.MaxMemoryTarget })},
+	{long: "otlp-endpoint", value: "URL", set: func(o *Options, v string) error {
+		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			return fmt.Errorf("must be an http:// or https:// URL")
+		}
+		o.OTLPEndpoint = v
+		return nil
+	}},
+	{long: "otlp-export-interval", value: "SECONDS", set: u64(1, func(o *Options) *uint64 { return &o.OTLPExportInterval })},
 	{long: "bind", value: "NETWORK_INTERFACE", multi: true, set: func(o *Options, v string) error {
 		o.Bind = append(o.Bind, v)
 		return nil
@@ -417,5 +429,6 @@ Options (see the real mount-s3 --help for their meaning):
   --metadata-ttl <SECONDS|indefinite|minimal>  --negative-metadata-ttl <SECONDS|indefinite|minimal>
   --max-cache-size <MiB>  --cache-xz <BUCKET>  --user-agent-prefix <PREFIX>  --sse <SSE>
   --sse-kms-key-id <AWS_KMS_KEY_ARN>  --upload-checksums <ALGORITHM>  --bind <NETWORK_INTERFACE>
+  --infer-content-type  --max-memory-target <MiB>  --otlp-endpoint <URL>  --otlp-export-interval <SECONDS>
   -h, --help  -V, --version
 `

@@ -105,7 +105,7 @@ func daemonChild(o *Options, fdText string, sigs <-chan os.Signal) int {
 	}
 	syscall.CloseOnExec(fd)
 	pipe := os.NewFile(uintptr(fd), "status-pipe")
-	log := newLogger(o, os.Stderr)
+	log := newLogger(o, os.Stdout)
 	m, err := mount(o, log)
 	if err != nil {
 		fmt.Fprintf(pipe, "1%v", err)

@@ -43,6 +43,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/syslog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -51,7 +52,7 @@ import (
 )
 
 // version is what --version prints.
-const version = "mount-s3 1.20.0-standin"
+const version = "mount-s3 1.24.0"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -83,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
-	log := newLogger(o, stderr)
+	log := newLogger(o, stdout)
 	m, err := mount(o, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
@@ -102,18 +103,26 @@ func describeBucket(o *Options) string {
 	return "bucket " + o.Bucket
 }
 
-// newLogger logs to stderr, or to a new file under --log-directory; --no-log disables it.
-func newLogger(o *Options, stderr io.Writer) *logger {
-	if o.NoLog {
-		return &logger{}
-	}
-	l := &logger{w: stderr, debug: o.Debug}
-	if o.LogDirectory != "" {
+// newLogger opens mount-s3's log (CONFORMANCE.md, rows L1-L4): none with --no-log; a new file
+// under --log-directory; otherwise standard output in the foreground, and syslog (facility
+// daemon, tag mount-s3) in the background, where a missing syslog socket means no log, as
+// for the real one.
+func newLogger(o *Options, stdout io.Writer) *logger {
+	l := &logger{debug: o.Debug}
+	switch {
+	case o.NoLog:
+	case o.LogDirectory != "":
 		name := fmt.Sprintf("mountpoint-s3-%s.%d.log", time.Now().UTC().Format("2006-01-02T15-04-05Z"), os.Getpid())
 		if err := os.MkdirAll(o.LogDirectory, 0o755); err == nil {
 			if f, err := os.OpenFile(filepath.Join(o.LogDirectory, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 				l.w = f
 			}
+		}
+	case o.Foreground:
+		l.w = stdout
+	default:
+		if w, err := syslog.New(syslog.LOG_DAEMON|syslog.LOG_INFO, "mount-s3"); err == nil {
+			l.w = w
 		}
 	}
 	return l
@@ -152,7 +161,7 @@ func ttls(o *Options) (file, dir, neg time.Duration) {
 // mount runs mount-s3's startup sequence: mount point check, SSE check, PID file, S3 client,
 // the ListObjectsV2 probe, then the FUSE mount. Errors carry mount-s3's message text.
 func mount(o *Options, log *logger) (*mounted, error) {
-	if err := checkMountPoint(o.MountPoint); err != nil {
+	if err := checkMountPoint(o); err != nil {
 		return nil, err
 	}
 	if o.SSEKMSKeyID != "" && o.SSE == "AES256" {

@@ -36,13 +36,30 @@ func parseFuseFD(mp string) (int, bool) {
 	return n, err == nil && n > 0
 }
 
-// checkMountPoint reports mount-s3's "Failed to create mount point" errors: the mount point
-// must be an existing directory or an open /dev/fd/N.
-func checkMountPoint(mp string) error {
+// checkMountPoint makes mount-s3's checks of its mount point before anything else happens
+// (CONFORMANCE.md, rows M1-M7):
+//   - "/dev/fd/N": N must be an open descriptor of /dev/fuse opened read-write, and the options
+//     that belong to the mount(2) call (--read-only, --auto-unmount) are refused, since the
+//     caller already made that call;
+//   - a directory: it must exist, be a directory, and not already be a mount point (any mount
+//     at exactly that path in /proc/self/mountinfo, whatever its type: a guard, a dead FUSE
+//     mount, a bind).
+func checkMountPoint(o *Options) error {
+	mp := o.MountPoint
 	wrap := func(msg string) error { return fmt.Errorf("Failed to create mount point\n\nCaused by:\n    %s", msg) }
 	if fd, ok := parseFuseFD(mp); ok {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-			return wrap(fmt.Sprintf("mount point %s is not a valid file descriptor", mp))
+		if err := checkFuseFD(fd); err != nil {
+			return wrap(fmt.Sprintf("mount point %s is not a valid FUSE file descriptor: %v", mp, err))
+		}
+		var ignored []string
+		if o.ReadOnly {
+			ignored = append(ignored, "--read-only")
+		}
+		if o.AutoUnmount {
+			ignored = append(ignored, "--auto-unmount")
+		}
+		if len(ignored) > 0 {
+			return fmt.Errorf("Mount options: %s are ignored with FUSE fd mount point. Mount options should be passed while performing mount syscall in the caller process.", strings.Join(ignored, ", "))
 		}
 		return nil
 	}
@@ -55,7 +72,67 @@ func checkMountPoint(mp string) error {
 	case !st.IsDir():
 		return wrap(fmt.Sprintf("mount point %s is not a directory", mp))
 	}
+	abs, err := filepath.Abs(mp)
+	if err != nil {
+		return wrap(err.Error())
+	}
+	if mountedAt(abs) {
+		return wrap(fmt.Sprintf("mount point %s is already mounted", mp))
+	}
 	return nil
+}
+
+// checkFuseFD checks that fd is open on /dev/fuse (character device 10:229) for reading and
+// writing.
+func checkFuseFD(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 10 || unix.Minor(st.Rdev) != 229 {
+		return errors.New("not /dev/fuse")
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	if fl&unix.O_ACCMODE != unix.O_RDWR {
+		return errors.New("not opened for reading and writing")
+	}
+	return nil
+}
+
+// mountedAt reports whether /proc/self/mountinfo has a mount at exactly path (field 5, with
+// the kernel's octal escapes undone). An unreadable table is no error: the check is a
+// best-effort one in mount-s3 as well.
+func mountedAt(path string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && unescapeOctal(f[4]) == path {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeOctal undoes the kernel's \NNN escapes of spaces, tabs, newlines and backslashes.
+func unescapeOctal(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // mountFS mounts root and completes the FUSE INIT handshake, so the mount answers requests
@@ -70,9 +147,7 @@ func mountFS(o *Options, root *dirNode, negTTL time.Duration) (*mounted, error) 
 		fo.NegativeTimeout = &negTTL
 	}
 	raw := fs.NewNodeFS(root, fo)
-	if o.AllowRoot {
-		raw = &allowRootFS{RawFileSystem: raw, owner: uint32(os.Getuid())}
-	}
+	raw = &aclFS{RawFileSystem: raw, acl: aclOf(o), owner: uint32(os.Geteuid())}
 	fd, handover := parseFuseFD(o.MountPoint)
 	dir := ""
 	if !handover {
@@ -189,59 +264,99 @@ func notifySignals() chan os.Signal {
 	return c
 }
 
-// allowRootFS implements --allow-root on top of an allow_other mount: requests that reach
-// inodes (lookup, attributes, open, create, ...) from callers other than root and the
-// mounting user fail with EACCES, like libfuse's allow_root. Requests on already-open
-// handles pass, since a handle can only be had through Open.
-type allowRootFS struct {
+// sessionACL is who may use the mount, as mount-s3 configures its FUSE session (fuser's
+// SessionACL): the session owner (mount-s3's effective uid) only by default, root and the owner
+// with --allow-root, everyone with --allow-other (CONFORMANCE.md, rows A1-A4).
+type sessionACL int
+
+const (
+	aclOwner sessionACL = iota
+	aclRootAndOwner
+	aclAll
+)
+
+func aclOf(o *Options) sessionACL {
+	switch {
+	case o.AllowOther:
+		return aclAll
+	case o.AllowRoot:
+		return aclRootAndOwner
+	}
+	return aclOwner
+}
+
+// aclFS refuses with EACCES the requests of callers the session ACL leaves out, as fuser's
+// dispatch does: every operation but those the kernel may send without the caller's uid
+// (init, destroy, read, readdir, forget, write, fsync, fsyncdir, release, releasedir; here:
+// those on handles already open). The kernel's own check (allow_other) comes first; this one
+// also applies to a mount made by someone else and handed over as /dev/fd/N.
+type aclFS struct {
 	fuse.RawFileSystem
+	acl   sessionACL
 	owner uint32
 }
 
-// gate answers EACCES to callers other than root and the mounting user, and passes the rest on.
-func (a *allowRootFS) gate(h *fuse.InHeader, pass func() fuse.Status) fuse.Status {
-	if h.Uid != 0 && h.Uid != a.owner {
-		return fuse.EACCES
+// gate answers EACCES to callers the ACL leaves out, and passes the rest on.
+func (a *aclFS) gate(h *fuse.InHeader, pass func() fuse.Status) fuse.Status {
+	switch {
+	case a.acl == aclAll, h.Uid == a.owner, a.acl == aclRootAndOwner && h.Uid == 0:
+		return pass()
 	}
-	return pass()
+	return fuse.EACCES
 }
 
-func (a *allowRootFS) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+func (a *aclFS) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	return a.gate(h, func() fuse.Status { return a.RawFileSystem.Lookup(c, h, name, out) })
 }
 
-func (a *allowRootFS) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+func (a *aclFS) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.GetAttr(c, in, out) })
 }
 
-func (a *allowRootFS) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+func (a *aclFS) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.SetAttr(c, in, out) })
 }
 
-func (a *allowRootFS) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+func (a *aclFS) Access(c <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Access(c, in) })
+}
+
+func (a *aclFS) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Open(c, in, out) })
 }
 
-func (a *allowRootFS) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+func (a *aclFS) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.OpenDir(c, in, out) })
 }
 
-func (a *allowRootFS) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+func (a *aclFS) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Create(c, in, name, out) })
 }
 
-func (a *allowRootFS) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+func (a *aclFS) Mknod(c <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Mknod(c, in, name, out) })
+}
+
+func (a *aclFS) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Mkdir(c, in, name, out) })
 }
 
-func (a *allowRootFS) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+func (a *aclFS) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	return a.gate(h, func() fuse.Status { return a.RawFileSystem.Unlink(c, h, name) })
 }
 
-func (a *allowRootFS) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+func (a *aclFS) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	return a.gate(h, func() fuse.Status { return a.RawFileSystem.Rmdir(c, h, name) })
 }
 
-func (a *allowRootFS) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+func (a *aclFS) Rename(c <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Rename(c, in, oldName, newName) })
+}
+
+func (a *aclFS) Flush(c <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	return a.gate(&in.InHeader, func() fuse.Status { return a.RawFileSystem.Flush(c, in) })
+}
+
+func (a *aclFS) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
 	return a.gate(h, func() fuse.Status { return a.RawFileSystem.StatFs(c, h, out) })
 }
