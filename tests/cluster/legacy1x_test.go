@@ -58,7 +58,7 @@ func pluginDir() string { return filepath.Join(rig.KubeletDir, "plugins", driver
 // startDriver1x starts the 1.x node plugin and waits until kubelet lists it in CSINode.
 func startDriver1x(t *testing.T) *driver1x {
 	t.Helper()
-	d := &driver1x{mountS3: filepath.Join(env.bin, "mount-s3"), units: map[string]string{}, done: make(chan struct{})}
+	d := &driver1x{mountS3: harness.MountS3In(env.bin), units: map[string]string{}, done: make(chan struct{})}
 	if err := os.MkdirAll(pluginDir(), 0o750); err != nil {
 		t.Fatal(err)
 	}

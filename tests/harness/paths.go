@@ -30,5 +30,32 @@ func Bin(t TB, name string) string {
 	return p
 }
 
-// MountS3 returns the path of the mount-s3 stand-in (tests/mounts3) built by make into bin/.
-func MountS3(t TB) string { return Bin(t, "mount-s3") }
+// MountS3Env names the variable that makes every suite run another mount-s3 binary instead of
+// the stand-in: MOUNT_S3=/path/to/mount-s3 make test runs the same suites against the real one.
+const MountS3Env = "MOUNT_S3"
+
+// MountS3In returns the mount-s3 binary for code without a test at hand (the cluster rig): the
+// file $MOUNT_S3 names, else mount-s3 in binDir (the stand-in make builds).
+func MountS3In(binDir string) string {
+	if p := os.Getenv(MountS3Env); p != "" {
+		return p
+	}
+	return filepath.Join(binDir, "mount-s3")
+}
+
+// MountS3 returns the mount-s3 binary the suites run: the file $MOUNT_S3 names (an absolute
+// path, checked to exist), else the stand-in (tests/mounts3) that make builds into bin/.
+func MountS3(t TB) string {
+	t.Helper()
+	p := os.Getenv(MountS3Env)
+	if p == "" {
+		return Bin(t, "mount-s3")
+	}
+	if !filepath.IsAbs(p) {
+		t.Fatalf("%s=%q: give an absolute path", MountS3Env, p)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s=%q: %v", MountS3Env, p, err)
+	}
+	return p
+}

@@ -108,7 +108,7 @@ func TestParseArgsRejected(t *testing.T) {
 		{"bad ttl", []string{"bkt", "/mnt", "--metadata-ttl", "forever"}, "TTL must be a valid number of seconds"},
 		{"bad bucket type", []string{"bkt", "/mnt", "--bucket-type", "fast"}, "invalid value 'fast' for '--bucket-type <BUCKET_TYPE>'\n  [possible values: general-purpose, directory]"},
 		{"bad sse", []string{"bkt", "/mnt", "--sse", "kms"}, "[possible values: aws:kms, aws:kms:dsse, AES256]"},
-		{"bad checksums", []string{"bkt", "/mnt", "--upload-checksums", "md5"}, "[possible values: crc32c, off]"},
+		{"bad checksums", []string{"bkt", "/mnt", "--upload-checksums", "md5"}, "[possible values: crc32c, crc64nvme, off]"},
 		{"kms alias", []string{"bkt", "/mnt", "--sse", "aws:kms", "--sse-kms-key-id", "alias/x"}, "KMS Key ARN is only accepted"},
 		{"prefix without slash", []string{"bkt", "/mnt", "--prefix", "a/b"}, "invalid value 'a/b' for '--prefix <PREFIX>': prefix must end in '/'"},
 		{"bad bucket", []string{"s3://bkt", "/mnt"}, "invalid value 's3://bkt' for '<BUCKET_NAME>'"},
@@ -145,11 +145,11 @@ func TestRunExitCodes(t *testing.T) {
 		code       int
 		out, errSS string
 	}{
-		{"version", []string{"--version"}, 0, "mount-s3 1.20.0-standin\n", ""},
+		{"version", []string{"--version"}, 0, "mount-s3 1.24.0\n", ""},
 		{"help", []string{"-h"}, 0, "Usage: mount-s3 [OPTIONS] <BUCKET_NAME> <DIRECTORY>", ""},
 		{"usage error", []string{"bkt"}, 2, "", "error: the following required arguments"},
 		{"missing mount point", []string{"bkt", "/nonexistent/dir", "-f"}, 1, "", "Error: Failed to create mount point\n\nCaused by:\n    mount point /nonexistent/dir does not exist"},
-		{"bad fd", []string{"bkt", "/dev/fd/987", "-f"}, 1, "", "is not a valid file descriptor"},
+		{"bad fd", []string{"bkt", "/dev/fd/987", "-f"}, 1, "", "is not a valid FUSE file descriptor"},
 		{"kms with AES256", []string{"bkt", t.TempDir(), "-f", "--sse", "AES256", "--sse-kms-key-id", "arn:aws:kms:r:1:key/k"}, 1, "", "--sse-kms-key-id can not be used with --sse AES256"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

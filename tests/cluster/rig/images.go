@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
 // Image names. The driver image is tagged DriverTag (the chart's image.tag in the suite); the
@@ -90,14 +92,14 @@ func busyboxFiles() ([]file, error) {
 }
 
 // images lists what the cluster runs: the driver image (the layout of the Dockerfile, with the
-// mount-s3 stand-in in place of mount-s3), csi-provisioner, pause, and the e2e test images.
+// mount-s3 stand-in in place of mount-s3, or the binary $MOUNT_S3 names), csi-provisioner, pause, and the e2e test images.
 func (u *upper) images() ([]image, error) {
 	bb, err := busyboxFiles()
 	if err != nil {
 		return nil, err
 	}
 	driver := []file{{path: "bin", dir: true, mode: 0o755}, {path: "mountpoint-s3", dir: true, mode: 0o755}, {path: "mountpoint-s3/bin", dir: true, mode: 0o755},
-		{path: "mountpoint-s3/bin/mount-s3", src: u.bin("mount-s3"), mode: 0o755}}
+		{path: "mountpoint-s3/bin/mount-s3", src: harness.MountS3In(u.opts.Bin), mode: 0o755}}
 	for _, b := range []string{"scality-s3-csi-driver", "scality-csi-controller", "scality-csi-mounter", "install-mp"} {
 		driver = append(driver, file{path: "bin/" + b, src: u.bin(b), mode: 0o755})
 	}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tests of the rows of CONFORMANCE.md that the older suites in this package do not cover:
+// the mount point rules and the session ACL, each on a real FUSE mount.
+
+// TestAlreadyMounted (rows M4, M8): a directory that already is a mount point, whatever is
+// mounted there, is refused before anything is mounted on top of it.
+func TestAlreadyMounted(t *testing.T) {
+	f := newFixture(t, "bkt-already")
+	for _, under := range []string{"tmpfs", "bind"} {
+		t.Run(under, func(t *testing.T) {
+			dir, _ := mountDir(t)
+			var err error
+			if under == "tmpfs" {
+				err = unix.Mount("s3csi-guard", dir, "tmpfs", unix.MS_RDONLY, "size=4k")
+			} else {
+				err = unix.Mount(t.TempDir(), dir, "", unix.MS_BIND, "")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+			for _, fg := range [][]string{nil, {"--foreground"}} {
+				code, _, stderr := runStandin(t, f.env, f.args(dir, fg...)...)
+				if code != 1 || !strings.Contains(stderr, "mount point "+dir+" is already mounted") {
+					t.Errorf("mount-s3 %v on a %s mount point: exit %d, stderr %q; want 1 and 'is already mounted'", fg, under, code, stderr)
+				}
+			}
+			if n := mountsAt(t, dir); n != 1 {
+				t.Errorf("%d mounts at %s after the refusals, want the 1 of the test", n, dir)
+			}
+		})
+	}
+}
+
+// mountsAt counts the mounts at exactly dir.
+func mountsAt(t *testing.T, dir string) int {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && unescapeOctal(f[4]) == dir {
+			n++
+		}
+	}
+	return n
+}
+
+// fuseMount mounts a FUSE connection at dir as the node plugin does in pod mode (user_id=0,
+// allow_other when asked) and returns the device; the mount is removed at cleanup.
+func fuseMount(t *testing.T, dir string, allowOther bool) *os.File {
+	t.Helper()
+	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions", dev.Fd())
+	if allowOther {
+		data += ",allow_other"
+	}
+	if err := unix.Mount("mountpoint-s3", dir, "fuse", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOATIME, data); err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_FORCE|unix.MNT_DETACH) })
+	return dev
+}
+
+// TestFdMountPointRules (rows M5-M7): with /dev/fd/N, N must be /dev/fuse opened read-write,
+// and --read-only and --auto-unmount are refused; nothing is served then.
+func TestFdMountPointRules(t *testing.T) {
+	f := newFixture(t, "bkt-fdrules")
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	fuseRO, err := os.OpenFile("/dev/fuse", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fuseRO.Close()
+	fuseRW, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fuseRW.Close()
+	for _, c := range []struct {
+		name  string
+		fd    *os.File
+		extra []string
+		want  string
+	}{
+		{"not fuse", devNull, nil, "is not a valid FUSE file descriptor: not /dev/fuse"},
+		{"fuse read-only", fuseRO, nil, "is not a valid FUSE file descriptor: not opened for reading and writing"},
+		{"read-only", fuseRW, []string{"--read-only"}, "Mount options: --read-only are ignored with FUSE fd mount point"},
+		{"auto-unmount", fuseRW, []string{"--auto-unmount"}, "Mount options: --auto-unmount are ignored with FUSE fd mount point"},
+		{"both", fuseRW, []string{"--auto-unmount", "--read-only"}, "Mount options: --read-only, --auto-unmount are ignored with FUSE fd mount point"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, wait, output := startForeground(t, f.env, []*os.File{c.fd}, f.args("/dev/fd/3", c.extra...)...)
+			if code := wait(); code != 1 || !strings.Contains(output(), c.want) {
+				t.Errorf("exit %d, output %q; want 1 and %q", code, output(), c.want)
+			}
+		})
+	}
+}
+
+// TestSessionACL (rows A1-A4): mount-s3 running as uid 1000 on a FUSE mount made by root (pod
+// mode): without --allow-root or --allow-other only uid 1000 gets in (root is refused: EACCES);
+// with --allow-root root gets in too, no one else; with --allow-other everyone the file modes
+// let in. The kernel mount carries allow_other in each case, so every refusal is mount-s3's.
+func TestSessionACL(t *testing.T) {
+	f := newFixture(t, "bkt-acl")
+	f.s3.PutObject(t, f.bucket, "f", []byte("data"))
+	home := t.TempDir()
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.env["HOME"] = home
+	for _, c := range []struct {
+		flag               string
+		root, owner, other bool // who may read
+	}{
+		{"", false, true, false},
+		{"--allow-root", true, true, false},
+		{"--allow-other", true, true, true},
+	} {
+		t.Run("acl"+c.flag, func(t *testing.T) {
+			dir, _ := mountDir(t)
+			openParents(t, dir)
+			dev := fuseMount(t, dir, true)
+			args := f.args("/dev/fd/3", "--dir-mode=755", "--file-mode=644")
+			if c.flag != "" {
+				args = append(args, c.flag)
+			}
+			output := startAs(t, f.env, 1000, []*os.File{dev}, args...)
+			dev.Close() // only mount-s3 holds the connection now
+			waitFor(t, "mount-s3 serving as uid 1000", func() bool {
+				out, err := runAs(dir, 1000, 1000, `cat "$D/f"`)
+				return err == nil && out == "data"
+			})
+			for _, who := range []struct {
+				uid uint32
+				may bool
+			}{{0, c.root}, {1000, c.owner}, {2000, c.other}} {
+				out, err := runAs(dir, who.uid, who.uid, `cat "$D/f"`)
+				switch {
+				case who.may && (err != nil || out != "data"):
+					t.Errorf("uid %d reading with %q: %q, %v; want the data; mount-s3 output:\n%s", who.uid, c.flag, out, err, output())
+				case !who.may && (err == nil || !strings.Contains(out, "Permission denied")):
+					t.Errorf("uid %d reading with %q: %q, %v; want Permission denied", who.uid, c.flag, out, err)
+				}
+			}
+		})
+	}
+}
+
+// startAs starts a foreground stand-in as uid/gid with the given extra files.
+func startAs(t *testing.T, e env, uid uint32, extra []*os.File, args ...string) func() string {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "out.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(standinBin, append(args, "--foreground")...)
+	cmd.Env = e.list()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(pollTimeout):
+		}
+	})
+	return func() string { b, _ := os.ReadFile(logPath); return string(b) }
+}
