@@ -199,3 +199,23 @@ func startAs(t *testing.T, e env, uid uint32, extra []*os.File, args ...string) 
 	})
 	return func() string { b, _ := os.ReadFile(logPath); return string(b) }
 }
+
+// TestEndpointRulesRefuse (row X4): with a custom endpoint and path-style addressing (how the
+// driver always runs mount-s3), transfer acceleration and dual-stack fail the mount: S3's
+// endpoint rules refuse both combinations, before any request is sent.
+func TestEndpointRulesRefuse(t *testing.T) {
+	f := newFixture(t, "bkt-endpoint-rules")
+	for _, c := range []struct{ flag, want string }{
+		{"--transfer-acceleration", "ccelerate"},
+		{"--dual-stack", "ual"},
+	} {
+		dir, _ := mountDir(t)
+		code, _, stderr := runStandin(t, f.env, f.args(dir, c.flag, "--foreground")...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("mount-s3 %s with a custom endpoint: exit %d, stderr %q; want 1 and an endpoint rule naming %q", c.flag, code, stderr, c.want)
+		}
+		if n := mountsAt(t, dir); n != 0 {
+			t.Errorf("mount-s3 %s left %d mounts at %s", c.flag, n, dir)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -104,4 +105,34 @@ func TestPolicyBuildsWhatMountS3Parses(t *testing.T) {
 		t.Errorf("only %d accepted and %d refused option sets: the candidate values no longer exercise the policy", accepted, refused)
 	}
 	t.Logf("%d option sets accepted by the policy and parsed by mount-s3, %d refused by the policy", accepted, refused)
+}
+
+// TestConformanceListsEveryOption (row O1): CONFORMANCE.md has a row for every option the
+// stand-in parses, and none for an option it does not.
+func TestConformanceListsEveryOption(t *testing.T) {
+	b, err := os.ReadFile("CONFORMANCE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "| `--") {
+			continue
+		}
+		first := strings.Split(line, "|")[1]
+		for _, f := range strings.Split(first, ",") {
+			if name, ok := strings.CutPrefix(strings.Trim(strings.TrimSpace(f), "`"), "--"); ok {
+				listed[name] = true
+			}
+		}
+	}
+	for _, s := range specs {
+		if !listed[s.long] {
+			t.Errorf("CONFORMANCE.md has no row for --%s", s.long)
+		}
+		delete(listed, s.long)
+	}
+	for name := range listed {
+		t.Errorf("CONFORMANCE.md lists --%s, which mount-s3 (the stand-in) does not parse", name)
+	}
 }
