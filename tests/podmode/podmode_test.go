@@ -291,3 +291,72 @@ func TestAttachmentWaitIsBounded(t *testing.T) {
 		t.Errorf("the publish failed after %v, want about --attachment-wait (2s)", took)
 	}
 }
+
+// TestSessionACLOfTheMountpointPod (CONFORMANCE.md rows A2-A4, M7): mount-s3 runs as uid 1000
+// in the Mountpoint Pod, so its FUSE session answers only uid 1000 unless told otherwise. The
+// node plugin sends --allow-root unless the volume asks for --allow-other (an fsGroup does), and
+// never --read-only: root (kubelet, the node plugin's checks, root containers) reads and writes
+// every volume; a non-root uid needs an fsGroup (or allow-other); read-only volumes refuse
+// writes in the kernel.
+func TestSessionACLOfTheMountpointPod(t *testing.T) {
+	n := newNode(t)
+	n.s3.CreateBucket(t, "acl")
+	n.s3.PutObject(t, "acl", "seed", []byte("seed"))
+	as := func(uid, gid uint32, script string) error {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	mustRead := func(who, target string, uid, gid uint32) {
+		t.Helper()
+		if err := as(uid, gid, "cat "+target+"/seed"); err != nil {
+			t.Errorf("%s reading %s: %v", who, target, err)
+		}
+	}
+	mustBeDenied := func(who, target string, uid, gid uint32) {
+		t.Helper()
+		if err := as(uid, gid, "ls "+target); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+			t.Errorf("%s listing %s: %v, want Permission denied", who, target, err)
+		}
+	}
+
+	// No fsGroup: root only.
+	plain := n.volume("acl-plain", "acl", corev1.ReadWriteMany)
+	tp := n.publish(n.workload("acl-plain", plain, nil), plain, false)
+	mustRead("root", tp, 0, 0)
+	if err := as(0, 0, "echo root > "+tp+"/by-root"); err != nil || !n.s3.ObjectExists(t, "acl", "by-root") {
+		t.Errorf("root writing without an fsGroup: %v", err)
+	}
+	mustBeDenied("uid 2000 without an fsGroup", tp, 2000, 2000)
+
+	// fsGroup 1234: root, and members of the group.
+	grouped := n.volume("acl-group", "acl", corev1.ReadWriteMany)
+	tg := n.publish(n.workload("acl-group", grouped, ptr.To[int64](1234)), grouped, false)
+	mustRead("root", tg, 0, 0)
+	mustRead("uid 2000 in the fsGroup", tg, 2000, 1234)
+	if err := as(2000, 1234, "echo member > "+tg+"/by-member"); err != nil || !n.s3.ObjectExists(t, "acl", "by-member") {
+		t.Errorf("fsGroup member writing: %v", err)
+	}
+	mustBeDenied("uid 2000 outside the fsGroup", tg, 2000, 999)
+
+	// allow-other without an fsGroup: everyone the file modes let in.
+	open := n.volume("acl-other", "acl", corev1.ReadWriteMany, "allow-other", "file-mode=644", "dir-mode=755")
+	to := n.publish(n.workload("acl-other", open, nil), open, false)
+	mustRead("root", to, 0, 0)
+	mustRead("uid 2000 with allow-other", to, 2000, 2000)
+
+	// Read-only volume without an fsGroup: root reads, nobody writes.
+	ro := n.volume("acl-ro", "acl", corev1.ReadOnlyMany)
+	tr := n.publish(n.workload("acl-ro", ro, nil), ro, false)
+	mustRead("root", tr, 0, 0)
+	if err := as(0, 0, "echo x > "+tr+"/by-root-ro"); err == nil || !strings.Contains(err.Error(), "Read-only file system") {
+		t.Errorf("root writing to a ReadOnlyMany volume: %v, want Read-only file system", err)
+	}
+	for _, target := range []string{tp, tg, to, tr} {
+		n.unpublish(target)
+	}
+}
