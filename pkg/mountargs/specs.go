@@ -80,7 +80,7 @@ var specs = map[string]spec{
 	"bind":                    {kind: valued, check: ifName, multi: true},
 	"max-memory-target":       {kind: valued, check: uintMin(1)},
 	// Logging.
-	"log-directory": {kind: valued, forbidden: "it names a host path (mount-s3 runs as root); the driver keeps mount-s3's log (systemd mode: mount-s3.log in the volume's state directory; pod mode: the Mountpoint Pod's log); use debug for more detail"},
+	"log-directory": {kind: valued, forbidden: "it names a host path (mount-s3 runs as root); mount-s3's log is in the node's journal (systemd mode: journalctl -u mount-s3-<id>.service) or the Mountpoint Pod's log (pod mode); use debug for more detail"},
 	"log-metrics":   {kind: flag},
 	"debug":         {kind: flag},
 	"debug-crt":     {kind: flag},

@@ -36,6 +36,7 @@ import (
 var external = []string{
 	"Transport endpoint is not connected", // the kernel, for a dead FUSE mount
 	"Read-only file system",               // the kernel
+	"Permission denied",                   // the kernel and mount-s3 (EACCES)
 	"target is busy",                      // umount(8)
 	"ImagePullBackOff",                    // kubelet's waiting reason
 	"Unschedulable",                       // the scheduler's condition reason

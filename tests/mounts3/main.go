@@ -32,8 +32,16 @@
 // effect: --bucket-type, --incremental-upload (appends are still rejected), --auto-unmount (beyond
 // the SIGTERM handling), --max-threads, part sizes, --maximum-throughput-gbps, --cache,
 // --max-cache-size, --cache-xz (no data cache; --cache only changes the default TTL to 60s),
-// --user-agent-prefix, --bind, --log-metrics, --debug-crt. Logs are single lines on stderr
-// (or in a file under --log-directory), never syslog; --debug adds per-operation lines.
+// --user-agent-prefix, --bind, --log-metrics, --debug-crt, --infer-content-type,
+// --max-memory-target, --otlp-endpoint, --otlp-export-interval. Logs are single lines in a file
+// under --log-directory, else on standard output in the foreground and in syslog in the
+// background (CONFORMANCE.md, rows L1-L5); --debug adds per-operation lines.
+//
+// CONFORMANCE.md lists, row by row, each behaviour the driver relies on, where the real
+// mount-s3 implements it, and the test that shows this stand-in does the same; in particular
+// the mount point checks (an existing directory that is not already a mount point; /dev/fd/N
+// open on /dev/fuse read-write, without --read-only or --auto-unmount) and the FUSE session's
+// ACL (the owner only, root too with --allow-root, everyone with --allow-other).
 //
 // Not supported: multipart uploads (a new file is buffered in memory and sent with one
 // PutObject), S3 Express directory-bucket semantics, and any data caching.
