@@ -181,12 +181,7 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 	if err != nil {
 		return err
 	}
-	if len(r.Ours) > 0 {
-		if err := m.umount(ctx, target, dir, r); err != nil {
-			return err
-		}
-	}
-	if err := m.umountStaging(ctx, target, dir); err != nil {
+	if err := m.umountAll(ctx, target, dir, r); err != nil {
 		return err
 	}
 	return os.RemoveAll(dir)
@@ -233,7 +228,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
 	}
-	if err := m.umountStaging(ctx, req.Target, dir); err != nil {
+	if err := m.umountAll(ctx, req.Target, dir, mounthealth.Result{}); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -494,12 +489,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 			return err
 		}
 	}
-	if len(r.Ours) > 0 {
-		if err := m.umount(ctx, target, dir, r); err != nil {
-			return err
-		}
-	}
-	if err := m.umountStaging(ctx, target, dir); err != nil {
+	if err := m.umountAll(ctx, target, dir, r); err != nil {
 		return err
 	}
 	if err := m.stopUnit(ctx, unit); err != nil {
@@ -521,10 +511,31 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	return nil
 }
 
-// umount unmounts the mounts r.Ours at target, top first, in the host's mount namespace through
-// one oneshot unit: one `umount` per mount, forced (the FUSE connection aborted) for a mount-s3
-// mount that is not live. Every command must succeed, and afterwards none of them may remain.
-func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.Result) error {
+// umountAll unmounts everything of ours for target in one oneshot unit: the mounts r.Ours at
+// the target (its Check result), top first, then mount-s3's mounts at the staging directory, so
+// that mount-s3 exits. Nothing runs when neither path holds a mount of ours.
+func (m *Mounter) umountAll(ctx context.Context, target, dir string, r mounthealth.Result) error {
+	staging, err := m.health.Check(ctx, stagingDir(dir))
+	if err != nil {
+		return err
+	}
+	if len(r.Ours)+len(staging.Ours) == 0 {
+		return nil
+	}
+	return m.umount(ctx, target, dir, []pathMounts{{target, r}, {stagingDir(dir), staging}})
+}
+
+// pathMounts is a path and what mounthealth found there.
+type pathMounts struct {
+	path string
+	r    mounthealth.Result
+}
+
+// umount unmounts, path after path, the mounts of ours at each (r.Ours, top first) in the
+// host's mount namespace through one oneshot unit named after target: one `umount` per mount,
+// forced (the FUSE connection aborted) for a mount-s3 mount that is not live. Every command must
+// succeed, and afterwards none of those mounts may remain.
+func (m *Mounter) umount(ctx context.Context, target, dir string, paths []pathMounts) error {
 	unit := umountUnitName(target)
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
@@ -533,14 +544,18 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 		return fmt.Errorf("create state directory: %w", err)
 	}
 	var cmds [][]string
-	for i, e := range r.Ours {
-		if mounttable.IsMountS3(&e) && (i != 0 || r.State != mounthealth.Live) {
-			// Forced (the FUSE connection aborted: nothing waits on the daemon, and calls stuck
-			// in it return) and lazy (a call still returning cannot make it busy).
-			cmds = append(cmds, []string{m.cfg.UmountPath, "-f", "-l", target})
-		} else {
-			cmds = append(cmds, []string{m.cfg.UmountPath, target})
+	var entries []mounttable.Entry
+	for _, p := range paths {
+		for i, e := range p.r.Ours {
+			if mounttable.IsMountS3(&e) && (i != 0 || p.r.State != mounthealth.Live) {
+				// Forced (the FUSE connection aborted: nothing waits on the daemon, and calls
+				// stuck in it return) and lazy (a call still returning cannot make it busy).
+				cmds = append(cmds, []string{m.cfg.UmountPath, "-f", "-l", p.path})
+			} else {
+				cmds = append(cmds, []string{m.cfg.UmountPath, p.path})
+			}
 		}
+		entries = append(entries, p.r.Ours...)
 	}
 	logFile := filepath.Join(dir, "umount.log")
 	_ = os.Remove(logFile)
@@ -556,7 +571,7 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 	if err != nil {
 		return err
 	}
-	left, err := m.stillMounted(r.Ours)
+	left, err := m.stillMounted(entries)
 	if err != nil {
 		return err
 	}
@@ -565,7 +580,7 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 	// was seen to need more than a second, once).
 	for deadline := time.Now().Add(5 * time.Second); result == "done" && left > 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
-		if left, err = m.stillMounted(r.Ours); err != nil {
+		if left, err = m.stillMounted(entries); err != nil {
 			return err
 		}
 	}
@@ -573,20 +588,9 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, r mounthealth.
 		return nil
 	}
 	if result == "done" {
-		klog.InfoS("Unmount unit succeeded but mounts remain in the node plugin's view", "target", target, "unit", unit, "left", left, "mounts", r.Ours)
+		klog.InfoS("Unmount unit succeeded but mounts remain in the node plugin's view", "target", target, "unit", unit, "left", left, "mounts", entries)
 	}
-	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(r.Ours), orNoOutput(tail(logFile, 4096)))
-}
-
-// umountStaging unmounts what mount-s3 mounted at the staging directory (its binds at the
-// target are gone already, or were never made), so that mount-s3 exits.
-func (m *Mounter) umountStaging(ctx context.Context, target, dir string) error {
-	staging := stagingDir(dir)
-	r, err := m.health.Check(ctx, staging)
-	if err != nil || len(r.Ours) == 0 {
-		return err
-	}
-	return m.umount(ctx, staging, dir, r)
+	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(entries), orNoOutput(tail(logFile, 4096)))
 }
 
 // stillMounted counts the entries that are still in the mount table (by mount id).
