@@ -484,3 +484,29 @@ func TestMountErrIsCappedAndNeverFollowed(t *testing.T) {
 		})
 	}
 }
+
+// TestFdArgs: what mount-s3 gets with the FUSE fd (CONFORMANCE.md M7, A2-A4): never the mount
+// call's options, and --allow-root unless --allow-other.
+func TestFdArgs(t *testing.T) {
+	for _, c := range []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, []string{"--allow-root"}},
+		{[]string{"read-only", "auto-unmount", "allow-delete"}, []string{"--allow-delete", "--allow-root"}},
+		{[]string{"allow-other"}, []string{"--allow-other"}},
+		{[]string{"allow-root"}, []string{"--allow-root"}},
+	} {
+		var a mountargs.Args
+		for _, f := range c.flags {
+			a.Set(f, "")
+		}
+		got := fdArgs(a).List()
+		if !slices.Equal(got, c.want) {
+			t.Errorf("fdArgs(%q) = %q, want %q", c.flags, got, c.want)
+		}
+		if len(a.List()) != len(c.flags) {
+			t.Errorf("fdArgs changed its input: %q", a.List())
+		}
+	}
+}
