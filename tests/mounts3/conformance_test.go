@@ -219,3 +219,42 @@ func TestEndpointRulesRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestBackgroundLogsLeaveTheUnitOutput (rows L2, D4): run as a systemd unit runs it (no
+// --foreground, standard output and error on a file), mount-s3 writes only its start-up output
+// there, however much it logs afterwards (--debug): its log goes to syslog. This is why the
+// driver documents the unit's journal, not mount-s3.log, as where its runtime log is.
+func TestBackgroundLogsLeaveTheUnitOutput(t *testing.T) {
+	f := newFixture(t, "bkt-bglog")
+	f.s3.PutObject(t, f.bucket, "f", []byte("data"))
+	dir, pidFile := mountDir(t)
+	out := filepath.Join(t.TempDir(), "mount-s3.log")
+	logf, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(standinBin, f.args(dir, "--debug")...)
+	cmd.Env = append(f.env.list(), "UNSTABLE_MOUNTPOINT_PID_FILE="+pidFile)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("mount-s3: %v", err)
+	}
+	pid := readPid(pidFile)
+	for range 3 {
+		if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "data" {
+			t.Fatalf("read: %q, %v", b, err)
+		}
+		if _, err := os.ReadFile(filepath.Join(dir, "missing")); err == nil {
+			t.Fatal("a missing object was read")
+		}
+	}
+	unmountAndWait(t, dir, pid)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "bucket bkt-bglog is mounted at " + dir + "\n"; string(b) != want {
+		t.Errorf("the unit's output holds %q, want only the start-up line %q", b, want)
+	}
+}
