@@ -36,7 +36,9 @@ func TestServeAndRetire(t *testing.T) {
 	if err := os.WriteFile(n.path(mountoptions.ErrorFileName), []byte("stale error"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.handOver(bucket, "--allow-delete", "--force-path-style", "--cache=/host/cache", "--log-directory=/host/logs"); err != nil {
+	// --allow-root as the node plugin sends it: mount-s3 runs as the pod's user, and this test
+	// (root) reads through the mount. The two options of the mount call are dropped.
+	if err := n.handOver(bucket, "--allow-delete", "--allow-root", "--force-path-style", "--read-only", "--auto-unmount", "--cache=/host/cache", "--log-directory=/host/logs"); err != nil {
 		t.Fatalf("hand-over: %v\nmounter log:\n%s", err, m.log())
 	}
 	if _, err := os.Stat(n.path(mountoptions.ErrorFileName)); !errors.Is(err, os.ErrNotExist) {
@@ -80,8 +82,8 @@ func TestServeAndRetire(t *testing.T) {
 	if diff := cmp.Diff(n.env, ms3.env); diff != "" {
 		t.Errorf("mount-s3's environment is not exactly the sent one (-sent +got):\n%s", diff)
 	}
-	wantArgs := []string{harness.MountS3(t), bucket, "/dev/fd/3", "--foreground", "--allow-delete", "--force-path-style"}
-	if len(ms3.args) != 7 || !slices.Equal(ms3.args[:6], wantArgs) || !strings.HasPrefix(ms3.args[6], "--cache=/tmp/mount-s3-cache-") {
+	wantArgs := []string{harness.MountS3(t), bucket, "/dev/fd/3", "--foreground", "--allow-delete", "--allow-root", "--force-path-style"}
+	if len(ms3.args) != 8 || !slices.Equal(ms3.args[:7], wantArgs) || !strings.HasPrefix(ms3.args[7], "--cache=/tmp/mount-s3-cache-") {
 		t.Errorf("mount-s3 command line = %q, want %q + --cache=<dir in the pod>", ms3.args, wantArgs)
 	}
 	if _, err := os.Stat(n.path(mountoptions.SocketName)); !errors.Is(err, os.ErrNotExist) {
@@ -238,7 +240,7 @@ func TestRefusedMessages(t *testing.T) {
 	}
 
 	// Still waiting: a good message is served.
-	if err := n.handOver(bucket, "--force-path-style"); err != nil {
+	if err := n.handOver(bucket, "--allow-root", "--force-path-style"); err != nil {
 		t.Fatalf("hand-over after refusals: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(n.source, "ok")); err != nil || string(b) != "ok" {
