@@ -314,8 +314,9 @@ func waitPVGone(t *testing.T, name string) {
 }
 
 // testFSGroupReadOnly checks, in one mode, that a workload's fsGroup owns what it writes (as a
-// non-root user), that a read-only volumeMount and a ReadOnlyMany volume refuse writes, and
-// that the data stays readable.
+// non-root user), that a non-root user without an fsGroup is refused (mount-s3 admits root, and
+// in pod mode its own user, only: CONFORMANCE.md rows A2-A4), that a read-only volumeMount and a
+// ReadOnlyMany volume refuse writes, and that the data stays readable.
 func testFSGroupReadOnly(t *testing.T, mode string) {
 	setMode(t, mode)
 	ns := newNamespace(t, "fsg-"+mode)
@@ -327,7 +328,11 @@ func testFSGroupReadOnly(t *testing.T, mode string) {
 	fsg := workload(t, ns, "fsgroup", claim, podOpts{fsGroup: ptr.To[int64](3000), runAsUser: ptr.To[int64](1000)})
 	ro := workload(t, ns, "readonly", claim, podOpts{readOnly: true})
 	rox := workload(t, ns, "rox", roClaim, podOpts{})
-	waitRunning(t, 2*time.Minute, fsg, ro, rox)
+	stranger := workload(t, ns, "no-fsgroup", claim, podOpts{runAsUser: ptr.To[int64](2000)})
+	waitRunning(t, 2*time.Minute, fsg, ro, rox, stranger)
+	if out, err := execIn(t, stranger, "ls /data"); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("uid 2000 without an fsGroup listed the volume (%v): %s", err, out)
+	}
 	mustRun(t)(execIn(t, fsg, "printf 'by fsgroup\\n' > /data/fsg.txt"))
 	if out := mustRun(t)(execIn(t, fsg, "stat -c '%g' /data/fsg.txt")); strings.TrimSpace(out) != "3000" {
 		t.Errorf("file group %q, want the fsGroup 3000", out)
@@ -345,7 +350,7 @@ func testFSGroupReadOnly(t *testing.T, mode string) {
 	if env.s3.ObjectExists(t, bucket, "ro-readonly.txt") || env.s3.ObjectExists(t, bucket, "ro-rox.txt") {
 		t.Error("a read-only workload's write reached the bucket")
 	}
-	deletePods(t, fsg, ro, rox)
+	deletePods(t, fsg, ro, rox, stranger)
 	expectClean(t)
 }
 
