@@ -11,8 +11,8 @@
 //   - the unit first mounts the guard (mounttable.GuardSource, an empty read-only tmpfs) at the
 //     target: when mount-s3's mount vanishes, writes into the target fail instead of landing on
 //     the node's disk. mount-s3 refuses a mount point that already is one, so it mounts at the
-//     staging directory <StateDir>/<id>/repair, and the unit binds that onto the target, on top
-//     of the guard (ExecStartPost);
+//     staging directory <StagingDir>/<id>, and the unit binds that onto the target, on top of
+//     the guard (ExecStartPost);
 //   - unmount runs `umount <target>` (forced for a dead mount) once per mount of ours at the
 //     target, as a oneshot unit mount-s3-umount-<id>.service, so it happens in the host's mount
 //     namespace whatever the plugin's own namespace is; every command must succeed.
@@ -55,6 +55,12 @@ type Config struct {
 	UmountPath string
 	// StateDir holds one directory per mount (credentials, output, record).
 	StateDir string
+	// StagingDir holds one directory per mount at which mount-s3 mounts before the unit binds
+	// that mount onto the target. It must not be inside a directory the node plugin's container
+	// also mounts at another path (the plugin directory, its /csi): the container's copy of a
+	// mount there, made when it starts and never unmounted by the host's umount, would keep the
+	// directory busy and mount-s3 serving after the unpublish.
+	StagingDir string
 	// StartTimeout bounds how long systemd lets mount-s3 take to mount (default 60s).
 	StartTimeout time.Duration
 	// MountPath is the host path of mount(8), which mounts the guard (default /bin/mount).
@@ -81,8 +87,8 @@ var _ mounter.Mounter = (*Mounter)(nil)
 // remade whenever it drops, so the plugin starts (and Check reports the problem) while systemd
 // is unreachable.
 func New(cfg Config) (*Mounter, error) {
-	if cfg.SystemdSocket == "" || cfg.MountS3Path == "" || cfg.UmountPath == "" || cfg.StateDir == "" {
-		return nil, errors.New("systemd mounter: SystemdSocket, MountS3Path, UmountPath and StateDir are required")
+	if cfg.SystemdSocket == "" || cfg.MountS3Path == "" || cfg.UmountPath == "" || cfg.StateDir == "" || cfg.StagingDir == "" {
+		return nil, errors.New("systemd mounter: SystemdSocket, MountS3Path, UmountPath, StateDir and StagingDir are required")
 	}
 	return newMounter(cfg, dialPrivate(cfg.SystemdSocket)), nil
 }
@@ -283,10 +289,14 @@ func (m *Mounter) newRecord(req mounter.Request) record {
 		PVName: req.PVName, Recovery: req.Recovery}
 }
 
-// stagingDir is where mount-s3 mounts before the unit binds its mount onto the target. Its name
-// is older than its use for every mount (it was for repairs only): mounts made by earlier
-// releases are found there.
-func stagingDir(dir string) string { return filepath.Join(dir, "repair") }
+// stagingDir is where mount-s3 mounts for target before the unit binds its mount onto it.
+func (m *Mounter) stagingDir(target string) string {
+	return filepath.Join(m.cfg.StagingDir, mountID(target))
+}
+
+// oldStagingDir is where earlier releases mounted mount-s3 for a repair: the unpublish of such a
+// mount unmounts it there.
+func oldStagingDir(dir string) string { return filepath.Join(dir, "repair") }
 
 // startRecorded starts the mount unit of a recorded mount on a target that holds no live
 // mount-s3 mount: the guard (mounted first when guard is true), a dead mount-s3 mount (a repair),
@@ -303,14 +313,14 @@ func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit strin
 	if guard {
 		pre = append(pre, []string{m.cfg.MountPath, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec," + mounttable.GuardOptions, mounttable.GuardSource, rec.Target})
 	}
-	staging := stagingDir(dir)
+	staging := m.stagingDir(rec.Target)
 	if mounted, err := m.mountedAt(staging); err != nil {
 		return err
 	} else if mounted > 0 {
 		for range mounted {
 			pre = append(pre, []string{m.cfg.UmountPath, "-f", "-l", staging})
 		}
-	} else if err := os.Mkdir(staging, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	} else if err := os.MkdirAll(staging, 0o700); err != nil {
 		return fmt.Errorf("create the staging directory: %w", err)
 	}
 	post := [][]string{{m.cfg.MountPath, "--no-canonicalize", "--bind", staging, rec.Target}}
@@ -512,17 +522,29 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 }
 
 // umountAll unmounts everything of ours for target in one oneshot unit: the mounts r.Ours at
-// the target (its Check result), top first, then mount-s3's mounts at the staging directory, so
-// that mount-s3 exits. Nothing runs when neither path holds a mount of ours.
+// the target (its Check result), top first, then mount-s3's mounts at the staging directories
+// (this release's and earlier releases'), so that mount-s3 exits; then it removes the (empty)
+// staging directory. Nothing runs when no path holds a mount of ours.
 func (m *Mounter) umountAll(ctx context.Context, target, dir string, r mounthealth.Result) error {
-	staging, err := m.health.Check(ctx, stagingDir(dir))
-	if err != nil {
-		return err
+	paths := []pathMounts{{target, r}}
+	n := len(r.Ours)
+	for _, p := range []string{m.stagingDir(target), oldStagingDir(dir)} {
+		s, err := m.health.Check(ctx, p)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, pathMounts{p, s})
+		n += len(s.Ours)
 	}
-	if len(r.Ours)+len(staging.Ours) == 0 {
-		return nil
+	if n > 0 {
+		if err := m.umount(ctx, target, dir, paths); err != nil {
+			return err
+		}
 	}
-	return m.umount(ctx, target, dir, []pathMounts{{target, r}, {stagingDir(dir), staging}})
+	if err := os.Remove(m.stagingDir(target)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove the staging directory: %w", err)
+	}
+	return nil
 }
 
 // pathMounts is a path and what mounthealth found there.

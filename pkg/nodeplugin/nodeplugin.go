@@ -125,9 +125,11 @@ func Run(ctx context.Context, cfg Config) error {
 			UmountPath:    cfg.UmountPath,
 			MountPath:     cfg.MountPath,
 			StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
-			StartTimeout:  cfg.MountTimeout,
-			CallTimeout:   cfg.SystemdTimeout,
-			Health:        health,
+			// Beside the plugin directory, not in it: the container mounts that one at /csi too.
+			StagingDir:   filepath.Join(cfg.KubeletPath, "plugins", version.DriverName+"-staging"),
+			StartTimeout: cfg.MountTimeout,
+			CallTimeout:  cfg.SystemdTimeout,
+			Health:       health,
 		})
 		if err != nil {
 			return err

@@ -422,7 +422,8 @@ func testRotation(t *testing.T) {
 
 // testNodePluginRestart restarts the node plugin while a systemd-mode and a pod-mode mount are
 // live: both keep working, and deleting the workloads afterwards leaves nothing (the restarted
-// plugin retires the Mountpoint Pod).
+// plugin retires the Mountpoint Pod), no mount-s3 process either: the restarted container holds
+// copies of the mounts below the plugin directory (its /csi), which must not keep one alive.
 func testNodePluginRestart(t *testing.T) {
 	ns := newNamespace(t, "restart")
 	bucket := "restart-" + suffix()
@@ -445,6 +446,12 @@ func testNodePluginRestart(t *testing.T) {
 	}
 	deletePods(t, pods...)
 	expectClean(t)
+	harness.Eventually(t, time.Minute, func() string {
+		if pids := harness.MountS3PIDs(bucket); len(pids) > 0 {
+			return fmt.Sprintf("mount-s3 still runs for the bucket after every workload is gone: pids %v", pids)
+		}
+		return ""
+	})
 }
 
 // testControllerBurst creates 50 workloads over 10 volumes in pod mode and restarts the

@@ -44,6 +44,7 @@ func setup(t *testing.T) *env {
 		MountS3Path:   harness.MountS3(t),
 		UmountPath:    "/bin/umount",
 		StateDir:      e.state,
+		StagingDir:    e.state + "-staging",
 		StartTimeout:  20 * time.Second,
 	})
 	if err != nil {
