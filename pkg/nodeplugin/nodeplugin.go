@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -223,6 +224,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	var registering sync.WaitGroup
 	if cfg.RegistrationEndpoint != "" {
 		reg, err := registration.New(registration.Config{
 			Dir:        filepath.Join(cfg.KubeletPath, "plugins_registry"),
@@ -234,7 +236,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		// Offered once the CSI socket listens (kubelet calls it right after registering).
 		srv.OnListen(func() {
+			registering.Add(1)
 			go func() {
+				defer registering.Done()
 				if err := reg.Serve(ctx); err != nil {
 					klog.ErrorS(err, "Kubelet plugin registration stopped")
 				}
@@ -244,7 +248,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Kube != nil {
 		go removeStartupTaint(ctx, cfg)
 	}
-	return srv.Run(ctx)
+	err = srv.Run(ctx)
+	// The registration socket goes before the process does: kubelet deregisters the driver
+	// only when the socket file disappears, so one left behind keeps the driver listed on the
+	// node after an uninstall (seen in the cluster suite: the process exited first).
+	waitAtMost(&registering, 5*time.Second)
+	return err
+}
+
+// waitAtMost waits for wg, at most d.
+func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		klog.InfoS("Shutdown went on without waiting for the end of kubelet registration", "waited", d)
+	}
 }
 
 func startModeWatcher(ctx context.Context, cfg Config) (*nodemode.Watcher, error) {
