@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -149,7 +148,7 @@ func TestSessionACL(t *testing.T) {
 			if c.flag != "" {
 				args = append(args, c.flag)
 			}
-			output := startAs(t, f.env, 1000, []*os.File{dev}, args...)
+			_, _, output := startForegroundAs(t, f.env, &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}, []*os.File{dev}, args...)
 			dev.Close() // only mount-s3 holds the connection now
 			waitFor(t, "mount-s3 serving as uid 1000", func() bool {
 				out, err := runAs(dir, 1000, 1000, `cat "$D/f"`)
@@ -169,35 +168,6 @@ func TestSessionACL(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startAs starts a foreground stand-in as uid/gid with the given extra files.
-func startAs(t *testing.T, e env, uid uint32, extra []*os.File, args ...string) func() string {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "out.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(standinBin, append(args, "--foreground")...)
-	cmd.Env = e.list()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(pollTimeout):
-		}
-	})
-	return func() string { b, _ := os.ReadFile(logPath); return string(b) }
 }
 
 // TestEndpointRulesRefuse (row X4): with a custom endpoint and path-style addressing (how the

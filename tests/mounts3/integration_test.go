@@ -543,6 +543,12 @@ func TestAllowRoot(t *testing.T) {
 // (bounded). Cleanup kills it if it is still running.
 func startForeground(t *testing.T, e env, extraFiles []*os.File, args ...string) (cmd *exec.Cmd, wait func() int, output func() string) {
 	t.Helper()
+	return startForegroundAs(t, e, nil, extraFiles, args...)
+}
+
+// startForegroundAs is startForeground with the stand-in running as cred (nil: as this test).
+func startForegroundAs(t *testing.T, e env, cred *syscall.Credential, extraFiles []*os.File, args ...string) (cmd *exec.Cmd, wait func() int, output func() string) {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "out.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -553,6 +559,9 @@ func startForeground(t *testing.T, e env, extraFiles []*os.File, args ...string)
 	cmd.Env = e.list()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = extraFiles
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
