@@ -225,12 +225,24 @@ func (r *Reconciler) shareable(pod *corev1.Pod) bool {
 }
 
 // placement picks the Mountpoint Pod new workloads join: a shareable one already in the plan,
-// else a new one named after the first new workload (reusing it when an earlier attempt created
-// it but failed to record it).
+// else one an earlier attempt created for any of them but did not record, else a new one named
+// after the first new workload.
 func (r *Reconciler) placement(ctx context.Context, key podcontract.Key, p plan, pods map[string]*corev1.Pod, newPods []*corev1.Pod) (string, error) {
 	for _, mp := range slices.Sorted(maps.Keys(p)) {
 		if r.shareable(pods[mp]) {
 			return mp, nil
+		}
+	}
+	// An attempt that created a Mountpoint Pod and then failed to record it (a controller killed
+	// in between, a conflicting attachment write) may have named it after any workload still
+	// waiting: newPods' order is not stable across attempts, since creation times tie within a
+	// second and a later attempt sees more workloads. Adopting it keeps one Mountpoint Pod per
+	// key instead of leaving an orphan to serve until the orphan grace retires it.
+	for _, w := range newPods {
+		name := podcontract.MountpointPodName(string(w.UID), key.PVName)
+		if existing, ok := r.cachedMountpointPod(ctx, name, key.PVName); ok && r.adoptable(existing, key) {
+			log.FromContext(ctx).Info("Adopting a Mountpoint Pod an earlier attempt created", "mountpointPod", name)
+			return name, nil
 		}
 	}
 	for _, w := range newPods {
@@ -250,11 +262,37 @@ func (r *Reconciler) placement(ctx context.Context, key podcontract.Key, p plan,
 		if err != nil {
 			return "", err
 		}
-		if ok && r.shareable(existing) && existing.Annotations[podcontract.AnnotationVolumeName] == key.PVName {
+		if ok && r.adoptable(existing, key) {
 			return name, nil // created by an earlier attempt (or another replica): adopt it
 		}
 	}
 	return "", fmt.Errorf("%w: every candidate Mountpoint Pod name for PV %s is taken by a pod being retired", errRequeue, key.PVName)
+}
+
+// cachedMountpointPod returns a Mountpoint Pod from the cache, or a placeholder for one this
+// controller created for PV pvName that the cache has not seen yet. Unlike mountpointPod it
+// never reads the API server: a miss costs nothing, and placement falls back to Create
+// (AlreadyExists) anyway.
+func (r *Reconciler) cachedMountpointPod(ctx context.Context, name, pvName string) (*corev1.Pod, bool) {
+	var pod corev1.Pod
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: r.cfg.MountpointPod.Namespace, Name: name}, &pod)
+	if err == nil {
+		return &pod, true
+	}
+	if apierrors.IsNotFound(err) && r.expect.pending(name) {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.cfg.MountpointPod.Namespace,
+			Labels:      map[string]string{podcontract.LabelDriverVersion: podcontract.VersionLabel(r.cfg.MountpointPod.DriverVersion)},
+			Annotations: map[string]string{podcontract.AnnotationVolumeName: pvName}}}, true
+	}
+	return nil, false
+}
+
+// adoptable reports whether an existing Mountpoint Pod may serve the key's new workloads: it
+// takes new workloads and was made for the key's PV. Its name is derived from a workload of
+// the key and the PV, so the rest of the key (node, options, fsGroup) matches by construction.
+func (r *Reconciler) adoptable(pod *corev1.Pod, key podcontract.Key) bool {
+	return r.shareable(pod) && pod.Annotations[podcontract.AnnotationVolumeName] == key.PVName &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
 // retire marks a Mountpoint Pod needs-unmount: the node unmounts it once no workload uses the
