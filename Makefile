@@ -46,6 +46,12 @@ build: ## Build every binary into bin/.
 	@for c in $(COMMANDS); do $(GO_BUILD) -o $(BIN)/$$c ./cmd/$$c || exit 1; done
 	@cd $(TESTS_DIR) && $(GO_BUILD) -o $(BIN)/mount-s3 ./mounts3
 
+# What `make demo` runs, and nothing more: the node plugin, the controller, the Mountpoint Pod's
+# mounter and the mount-s3 stand-in; an S3 server, kube-apiserver + etcd (not the cluster
+# suite's other Kubernetes binaries) and the Debian packages of the mount path.
+DEMO_COMMANDS := scality-s3-csi-driver scality-csi-controller scality-csi-mounter
+DEMO_TOOLS := $(VERSITYGW) envtest-assets apt-deps
+
 ##@ Generate
 
 CRD_DIR := crd
@@ -144,8 +150,16 @@ bench-controller: build $(TEST_TOOLS) ## Print Pod Reconciler figures for 2,000 
 ##@ Demo
 
 .PHONY: demo
-demo: build $(TEST_TOOLS) ## Mount a bucket end to end on this machine, step by step, then clean up.
-	$(TESTS_GO) run ./demo
+demo: ## Mount a bucket end to end on this machine, step by step, then clean up.
+	@$(MAKE) --no-print-directory -j2 demo-prereqs
+	@cd $(TESTS_DIR) && $(BIN)/demo
+
+# demo-prereqs: the demo's tools and binaries, built side by side (make demo runs it with -j2).
+.PHONY: demo-prereqs demo-binaries
+demo-prereqs: $(DEMO_TOOLS) demo-binaries
+demo-binaries:
+	@$(MAKE) --no-print-directory build COMMANDS="$(DEMO_COMMANDS)"
+	@$(TESTS_GO) build -o $(BIN)/demo ./demo
 
 .PHONY: clean
 clean: ## Remove built binaries (tools stay; see tools-clean).

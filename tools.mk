@@ -15,7 +15,7 @@
 #     $(ENVTEST_ASSETS) (= bin/k8s) is what KUBEBUILDER_ASSETS must point at.
 #     For the cluster suite (tests/cluster), target `cluster-tools`:
 #       $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL) $(GINKGO) $(AGNHOST)
-#                          bin/k8s/...   built with kube-apiserver in ONE `go build` (shared compile)
+#                          bin/k8s/...   built in ONE `go build` after kube-apiserver (shared cache)
 #       $(E2E_TEST)        bin/k8s/e2e.test         the upstream storage e2e suites (tests/tools/k8s/e2e)
 #       $(CSI_PROVISIONER) bin/csi-provisioner      the provisioner sidecar (tests/tools/csi-provisioner)
 #       cluster-apt-deps   containerd, runc, the CNI plugins, iptables, busybox-static
@@ -247,20 +247,32 @@ K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=$(K8S_MAJOR) \
 	-X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 
-# Rebuilt when K8S_VERSION or the wrapper module changes. One `go build` for all of them: the
-# packages they share compile once, and the linkers run in parallel.
-$(K8S_BINS) &: $(call tool-stamp,k8s,$(K8S_VERSION)) $(K8S_MOD_DIR)/go.mod $(K8S_MOD_DIR)/go.sum
+# Rebuilt when K8S_VERSION or the wrapper module changes. kube-apiserver alone is what envtest
+# and `make demo` need, so it builds by itself; the cluster suite's other binaries build in ONE
+# `go build` after it (same flags, so the packages they share with it come from the build
+# cache, and the linkers run in parallel).
+K8S_DEPS := $(call tool-stamp,k8s,$(K8S_VERSION)) $(K8S_MOD_DIR)/go.mod $(K8S_MOD_DIR)/go.sum
+
+# $(call k8s-build,PKGS,BINS): go build PKGS of the wrapper module, then move BINS into place.
+define k8s-build
 	@set -e; mkdir -p $(ENVTEST_ASSETS); \
 	if ! grep -Eq '^(require[[:space:]]+|[[:space:]]+)k8s\.io/kubernetes $(K8S_VERSION)$$' $(K8S_MOD_DIR)/go.mod; then \
 		echo "tools.mk: $(K8S_MOD_DIR)/go.mod does not require k8s.io/kubernetes $(K8S_VERSION);" \
 			"run 'make tools-k8s-mod K8S_VERSION=$(K8S_VERSION)'" >&2; exit 1; \
 	fi; \
 	tmp=$$(mktemp -d $(TOOLS_BIN)/.tmp-k8s.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM; \
-	echo "tools.mk: go build $(notdir $(K8S_BINS)) ($(K8S_VERSION)) -> $(ENVTEST_ASSETS)"; \
+	echo "tools.mk: go build $(notdir $(2)) ($(K8S_VERSION)) -> $(ENVTEST_ASSETS)"; \
 	GOFLAGS=-mod=readonly GOWORK=off CGO_ENABLED=0 \
 		$(GO) build -C $(K8S_MOD_DIR) -buildvcs=false -trimpath -ldflags '$(K8S_LDFLAGS)' \
-		-o $$tmp/ $(K8S_PKGS); \
-	for b in $(notdir $(K8S_BINS)); do mv -f $$tmp/$$b $(ENVTEST_ASSETS)/$$b; done
+		-o $$tmp/ $(1); \
+	for b in $(notdir $(2)); do mv -f $$tmp/$$b $(ENVTEST_ASSETS)/$$b; done
+endef
+
+$(KUBE_APISERVER): $(K8S_DEPS)
+	$(call k8s-build,$(firstword $(K8S_PKGS)),$(KUBE_APISERVER))
+
+$(K8S_CLUSTER_BINS) &: $(K8S_DEPS) | $(KUBE_APISERVER)
+	$(call k8s-build,$(wordlist 2,$(words $(K8S_PKGS)),$(K8S_PKGS)),$(K8S_CLUSTER_BINS))
 
 # The storage e2e suites: a test binary of the same wrapper module (k8s.io/kubernetes/test/e2e
 # with the External Storage driver registered, see tests/tools/k8s/e2e). Built after the
