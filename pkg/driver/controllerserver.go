@@ -146,12 +146,20 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 //
 // Success means the bucket is gone (or retained): a bucket that no longer exists, and an id
 // this controller never creates (a static volume's handle), are success. A bucket that exists
-// but is not marked as this volume's is never deleted: FailedPrecondition.
+// but is not marked as this volume's is never deleted: FailedPrecondition. The volumes of
+// Scality's 1.x driver (id csi-s3-<uuid>) get what 1.x's StorageClass promised
+// (deleteLegacyBucket).
 func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	if err := validateText("volume_id", req.GetVolumeId(), maxVolumeID); err != nil {
 		return nil, err
 	}
 	id, err := parseVolumeID("volume_id", req.GetVolumeId())
+	if bucket, ok := legacyDynamicBucket(req.GetVolumeId()); ok && errors.Is(err, errForeignVolumeID) {
+		if err := s.deleteLegacyBucket(ctx, req.GetSecrets(), bucket); err != nil {
+			return nil, err
+		}
+		return &csi.DeleteVolumeResponse{}, nil
+	}
 	if errors.Is(err, errForeignVolumeID) {
 		klog.V(2).InfoS("Nothing to delete: not a dynamically provisioned volume", "volumeID", req.GetVolumeId())
 		return &csi.DeleteVolumeResponse{}, nil

@@ -254,6 +254,13 @@ func TestDeleteVolume(t *testing.T) {
 			errs: map[string]error{"DeleteBucket": fmt.Errorf("x: %w", s3.ErrBucketNotEmpty)}, code: codes.Aborted, wantCalls: []string{"BucketOwner", "EmptyBucket", "DeleteBucket"}},
 		{name: "retain touches nothing", id: "v1:retain:pvc-1"},
 		{name: "foreign id touches nothing", id: "my-static-bucket"},
+		{name: "1.x volume: empty bucket deleted", id: legacy1x, wantCalls: []string{"DeleteBucket"}},
+		{name: "1.x volume: bucket already gone", id: legacy1x, errs: map[string]error{"DeleteBucket": fmt.Errorf("x: %w", s3.ErrNoSuchBucket)}, wantCalls: []string{"DeleteBucket"}},
+		{name: "1.x volume: bucket with objects kept", id: legacy1x,
+			errs: map[string]error{"DeleteBucket": fmt.Errorf("x: %w", s3.ErrBucketNotEmpty)}, code: codes.FailedPrecondition, wantCalls: []string{"DeleteBucket"}},
+		{name: "1.x volume: access denied", id: legacy1x, errs: map[string]error{"DeleteBucket": fmt.Errorf("x: %w", s3.ErrAccessDenied)}, code: codes.PermissionDenied, wantCalls: []string{"DeleteBucket"}},
+		{name: "1.x-like id that is not a v4 UUID touches nothing", id: "csi-s3-2b7f1c3e-9d4a-1e6b-8c2d-5f0a3b9e7d11"},
+		{name: "1.x-like id in upper case touches nothing", id: "csi-s3-2B7F1C3E-9D4A-4E6B-8C2D-5F0A3B9E7D11"},
 		{name: "csi-sanity's invalid id", id: "fake-vol-id"},
 		{name: "bucket already gone", id: "v1:delete:pvc-1", errs: map[string]error{"BucketOwner": fmt.Errorf("x: %w", s3.ErrNoSuchBucket)}, wantCalls: []string{"BucketOwner"}},
 		{name: "bucket of someone else kept", id: "v1:delete:pvc-1", owner: mine("v1:retain:pvc-1"), code: codes.FailedPrecondition, wantCalls: []string{"BucketOwner"}},
@@ -277,6 +284,20 @@ func TestDeleteVolume(t *testing.T) {
 				t.Errorf("S3 calls (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// legacy1x is a volume id (and bucket) of Scality's 1.x dynamic provisioning.
+const legacy1x = "csi-s3-2b7f1c3e-9d4a-4e6b-8c2d-5f0a3b9e7d11"
+
+func TestDeleteVolumeOf1xNotEmptyMessage(t *testing.T) {
+	cs, fake, _ := newTestController(t, ctrlCreds)
+	fake.errs = map[string]error{"DeleteBucket": fmt.Errorf("x: %w", s3.ErrBucketNotEmpty)}
+	_, err := cs.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: legacy1x})
+	for _, want := range []string{"provisioned by Scality's 1.x driver", `bucket "` + legacy1x + `" still holds objects`, "the bucket is kept", "persistentVolumeReclaimPolicy to Retain"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("message %v does not say %q", err, want)
+		}
 	}
 }
 
