@@ -429,13 +429,17 @@ func serveHTTP(ctx context.Context, what, address string, mux *http.ServeMux) er
 	return nil
 }
 
+// serveMetrics serves the node plugin's metrics, each labelled node=<the node's name>, so that
+// per-node questions (which nodes still carry systemd mounts?) need no relabelling in the
+// scrape configuration, and two node plugins' series never merge.
 func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router, more ...prometheus.Collector) error {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(&mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods")}); err != nil {
+	labelled := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, reg)
+	if err := labelled.Register(&mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods")}); err != nil {
 		return err
 	}
 	for _, c := range more {
-		if err := reg.Register(c); err != nil {
+		if err := labelled.Register(c); err != nil {
 			return err
 		}
 	}

@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,19 +159,12 @@ func repairPod(b *testing.B) repairRuns {
 
 // deadTotal reads s3csi_node_mount_dead_total{mode} from the driver's metrics.
 func deadTotal(b *testing.B, addr, mode string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	text, err := harness.Scrape("http://" + addr + "/metrics")
 	if err != nil {
 		b.Fatalf("metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, `s3csi_node_mount_dead_total{mode="`+mode+`"}`) {
-			v, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
-			return v
-		}
-	}
-	return 0
+	v, _ := harness.MetricSum(text, "s3csi_node_mount_dead_total", `mode="`+mode+`"`)
+	return v
 }
 
 func freeAddr(b *testing.B) string {

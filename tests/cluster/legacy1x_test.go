@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -290,12 +291,11 @@ func upgradeFrom1x(t *testing.T, mode string) {
 		if err != nil {
 			return err.Error()
 		}
-		for _, line := range strings.Split(out, "\n") {
-			if strings.HasPrefix(line, `s3csi_node_mounts{mode="legacy"}`) {
-				return strings.TrimSpace(strings.TrimPrefix(line, `s3csi_node_mounts{mode="legacy"}`))
-			}
+		v, n := harness.MetricSum(out, "s3csi_node_mounts", `mode="legacy"`, `node="`+rig.NodeName+`"`)
+		if n == 0 {
+			return "absent"
 		}
-		return "absent"
+		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	// kubelet republishes every volume (requiresRepublish) within its sync period: the 1.x
 	// mounts are kept and their credential files rewritten.

@@ -25,7 +25,7 @@ type DriverOptions struct {
 	// S3 provides endpoint, region and (when WithCredentials) the driver-level credentials.
 	S3              *S3Server
 	WithCredentials bool
-	// NodeID defaults to "node-1".
+	// NodeID defaults to DefaultNodeID.
 	NodeID string
 	// ExtraArgs are appended to the command line.
 	ExtraArgs []string
@@ -48,7 +48,7 @@ type Driver struct {
 func StartDriver(t TB, o DriverOptions) *Driver {
 	t.Helper()
 	if o.NodeID == "" {
-		o.NodeID = "node-1"
+		o.NodeID = DefaultNodeID
 	}
 	d := &Driver{Socket: filepath.Join(t.TempDir(), "csi.sock"), opts: o}
 	d.Process = StartProcess(t, "scality-s3-csi-driver", d.args(t), d.env())

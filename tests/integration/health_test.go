@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,27 +32,18 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// metric returns the sum of a metric's samples whose labels contain every wanted pair.
+// metric returns the sum of a metric's samples whose labels contain every wanted pair. Every
+// sample of the node plugin carries the node's name.
 func metric(t *testing.T, addr, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	text, err := harness.Scrape("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatalf("scrape metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	sum := 0.0
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if f := strings.Fields(line); ok && len(f) == 2 {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			sum += v
+	sum, _ := harness.MetricSum(text, name, labels...)
+	if all, n := harness.MetricSum(text, name); n > 0 {
+		if _, labelled := harness.MetricSum(text, name, `node="`+harness.DefaultNodeID+`"`); labelled != n {
+			t.Errorf("%d of the %d samples of %s (sum %v) lack node=%q", n-labelled, n, name, all, harness.DefaultNodeID)
 		}
 	}
 	return sum

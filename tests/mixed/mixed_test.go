@@ -381,7 +381,10 @@ func TestNodeMetrics(t *testing.T) {
 	n.relabel("pod", mountmode.Pod)
 	b := n.workload("b", pv)
 	tb := n.publish(b, pv)
-	want := []string{`s3csi_node_mounts{mode="systemd"} 1`, `s3csi_node_mounts{mode="pod"} 1`, `s3csi_node_mount_mode{mode="pod"} 1`, `s3csi_node_mount_mode{mode="systemd"} 0`}
+	// Every sample carries the node's name (a scrape of many nodes tells them apart).
+	node := `,node="` + n.name + `"}`
+	want := []string{`s3csi_node_mounts{mode="systemd"` + node + ` 1`, `s3csi_node_mounts{mode="pod"` + node + ` 1`,
+		`s3csi_node_mount_mode{mode="pod"` + node + ` 1`, `s3csi_node_mount_mode{mode="systemd"` + node + ` 0`}
 	harness.Eventually(t, 10*time.Second, func() string {
 		resp, err := http.Get(n.metricsURL)
 		if err != nil {
