@@ -79,7 +79,8 @@ func TestCSIDriverFrom1x(t *testing.T) {
 	}
 }
 
-// TestValuesOf1xRefused: values users set in the 1.x chart are refused with what to use instead.
+// TestValuesOf1xRefused: values users set in the 1.x and 2.x charts that this chart does not
+// take are refused with what to use instead (never the schema's bare "additional properties").
 func TestValuesOf1xRefused(t *testing.T) {
 	for set, want := range map[string]string{
 		"s3CredentialSecret.name=s3-secret":                         "use s3.credentials.secretName",
@@ -92,11 +93,32 @@ func TestValuesOf1xRefused(t *testing.T) {
 		"tls.caCertData=x":                                          "use tls.caBundle",
 		"initContainer.installMountpoint.resources.requests.cpu=1m": "node.resources",
 		"experimental.podMounter=true":                              "mounter.modesInUse",
+		"nameOverride=s3":                                           "selectors of its live DaemonSet and Deployment",
+		"fullnameOverride=s3":                                       "selectors of its live DaemonSet and Deployment",
+		"controller.enable=true":                                    "the controller Deployment is always installed",
+		"node.volumes[0].name=extra":                                "host paths its mode needs",
+		"sidecars.nodeDriverRegistrar.env[0].name=A":                "sidecars.nodeDriverRegistrar.env",
+		"sidecars.livenessProbe.volumeMounts[0].name=a":             "sidecars.livenessProbe.volumeMounts",
+		"sidecars.csiProvisioner.env[0].name=A":                     "sidecars.csiProvisioner.env",
+		"mountpointPod.preemptingPriorityClassName=x":               "mountpointPod.priorityClassName",
+		"mountpointPod.headroomPriorityClassName=x":                 "no headroom pods",
+		"mountpointPod.headroomImage.tag=3.10":                      "no headroom pods",
+		"image.containerRegistry=ghcr.io":                           "image.repository",
+		"controller.seLinuxOptions.type=x":                          "no SELinux type",
 	} {
 		_, err := harness.HelmTemplate(t, release, namespace, "--set", set)
-		if err == nil || !strings.Contains(err.Error(), "is a value of the 1.x chart: ") || !strings.Contains(err.Error(), want) {
+		if err == nil || !strings.Contains(err.Error(), "chart: ") || !strings.Contains(err.Error(), want) ||
+			!(strings.Contains(err.Error(), "is a value of the 1.x") || strings.Contains(err.Error(), "is a value of the 2.x")) {
 			t.Errorf("--set %s: %v; want a refusal naming %q", set, err, want)
 		}
+	}
+	// Mapped, not refused: 1.x's serviceAccount.create (false: the account exists already).
+	out, err := harness.HelmTemplate(t, release, namespace, "--set", "node.serviceAccount.create=false", "--set", "controller.serviceAccount.create=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "kind: ServiceAccount\nmetadata:\n  name: s3-csi-node\n") || !strings.Contains(out, "kind: ServiceAccount\nmetadata:\n  name: s3-csi-controller\n") {
+		t.Errorf("serviceAccount.create: the node's account rendered or the controller's missing:\n%s", out)
 	}
 }
 
