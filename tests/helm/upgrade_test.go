@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
@@ -148,12 +151,13 @@ func TestOneDefaultMode(t *testing.T) {
 
 // TestHelmUpgradeFrom1xRelease runs `helm upgrade <1.x release> charts/scality-s3-csi-driver` on
 // a real API server (v1.33) against a release of the 1.x chart's objects (testdata/chart-1x:
-// CSIDriver, node DaemonSet, ServiceAccount and RBAC, field by field from the reference), as
-// docs/upgrade.md says. With the DaemonSet's selector equal to this chart's, the upgrade goes
-// through in one step; with another selector the API server refuses it (field is immutable)
-// and the documented step — delete the DaemonSet without its pods, upgrade again — completes
-// it. Either way the release then holds this chart's objects only: the 1.x ServiceAccount and
-// RBAC are gone, the CSIDriver is this chart's.
+// CSIDriver, node DaemonSet, controller Deployment, ServiceAccounts and RBAC), as
+// docs/upgrade.md says, then `helm rollback` to the 1.x revision. Whatever selectors the 1.x
+// release has (its own three labels, with its chart name or a nameOverride, or app alone), the
+// upgrade goes through in one step: the DaemonSet and the Deployment keep their immutable
+// selectors (read from the live objects) and their pods carry them; the release then holds
+// this chart's objects only (the 1.x ServiceAccounts and RBAC are gone, the CSIDriver is this
+// chart's). The rollback goes through in one step too and brings 1.x's objects back.
 func TestHelmUpgradeFrom1xRelease(t *testing.T) {
 	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true}) // 1.x has no CRD
 	kubeconfig := k.Kubeconfig(t, "helm-upgrade", "system:masters")
@@ -164,45 +168,59 @@ func TestHelmUpgradeFrom1xRelease(t *testing.T) {
 	chart1x := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "chart-1x")
 	values := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "values-systemd.yaml")
 	for _, tc := range []struct {
-		name      string
-		selector  string // --set-string of the 1.x DaemonSet's selector labels
-		immutable bool
+		name string
+		set  string // --set of the 1.x release
+		want map[string]string
 	}{
-		{"same selector", "selectorLabels.app=s3-csi-node", false},
-		{"other selector", "selectorLabels.app\\.kubernetes\\.io/name=scality-mountpoint-s3-csi-driver,selectorLabels.app=null", true},
+		{"1.x selectors", "",
+			map[string]string{"app.kubernetes.io/name": "scality-mountpoint-s3-csi-driver", "app.kubernetes.io/instance": rel}},
+		{"1.x selectors with a nameOverride", "nameOverride=s3-csi",
+			map[string]string{"app.kubernetes.io/name": "s3-csi", "app.kubernetes.io/instance": rel}},
+		{"app alone", "selectorLabels.app\\.kubernetes\\.io/name=null,selectorLabels.app\\.kubernetes\\.io/instance=null", map[string]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			if out, err := helm("install", rel, chart1x, "-n", ns, "--set-string", tc.selector); err != nil {
+			args := []string{"install", rel, chart1x, "-n", ns}
+			if tc.set != "" {
+				args = append(args, "--set", tc.set)
+			}
+			if out, err := helm(args...); err != nil {
 				t.Fatalf("install the 1.x release: %v\n%s", err, out)
 			}
 			t.Cleanup(func() { _, _ = helm("uninstall", rel, "-n", ns, "--wait") })
-			_, err := helm("upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values)
-			switch {
-			case tc.immutable && (err == nil || !strings.Contains(err.Error(), "field is immutable")):
-				t.Fatalf("upgrade over another selector: %v; want the API server's refusal (field is immutable)", err)
-			case tc.immutable:
-				// docs/upgrade.md: kubectl -n <ns> delete daemonset s3-csi-node --cascade=orphan
-				ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-node", Namespace: ns}}
-				harness.Must(t, k.Client.Delete(ctx, ds, client.PropagationPolicy(metav1.DeletePropagationOrphan)))
-				// The garbage collector's part (envtest runs no kube-controller-manager): with no
-				// pods to orphan here, it drops the orphan finalizer and the object goes.
-				harness.Must(t, k.Client.Get(ctx, client.ObjectKeyFromObject(ds), ds))
-				ds.Finalizers = nil
-				harness.Must(t, k.Client.Update(ctx, ds))
-				if out, err := helm("upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values); err != nil {
-					t.Fatalf("upgrade after the documented step: %v\n%s", err, out)
-				}
-			case err != nil:
-				t.Fatalf("upgrade: %v", err)
+			if out, err := helm("upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values); err != nil {
+				t.Fatalf("upgrade: %v\n%s", err, out)
 			}
 			var ds appsv1.DaemonSet
+			var dep appsv1.Deployment
 			harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-csi-node"}, &ds))
-			if got := ds.Spec.Selector.MatchLabels; len(got) != 1 || got["app"] != "s3-csi-node" || ds.Spec.Template.Spec.ServiceAccountName != "s3-csi-node" {
-				t.Errorf("node DaemonSet after the upgrade: selector %v, service account %s; want this chart's", got, ds.Spec.Template.Spec.ServiceAccountName)
+			harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-csi-controller"}, &dep))
+			for _, o := range []struct {
+				what     string
+				selector *metav1.LabelSelector
+				labels   map[string]string
+				sa, app  string
+			}{
+				{"node DaemonSet", ds.Spec.Selector, ds.Spec.Template.Labels, ds.Spec.Template.Spec.ServiceAccountName, "s3-csi-node"},
+				{"controller Deployment", dep.Spec.Selector, dep.Spec.Template.Labels, dep.Spec.Template.Spec.ServiceAccountName, "s3-csi-controller"},
+			} {
+				want := map[string]string{"app": o.app}
+				maps.Copy(want, tc.want)
+				if diff := cmp.Diff(want, o.selector.MatchLabels); diff != "" {
+					t.Errorf("%s selector after the upgrade (-1.x's +got):\n%s", o.what, diff)
+				}
+				for k, v := range want {
+					if o.labels[k] != v {
+						t.Errorf("%s pod label %s = %q, want the selector's %q", o.what, k, o.labels[k], v)
+					}
+				}
+				if o.sa != o.app {
+					t.Errorf("%s service account %s after the upgrade, want this chart's %s", o.what, o.sa, o.app)
+				}
 			}
 			for _, o := range []client.Object{
 				&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-driver-sa", Namespace: ns}},
+				&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-driver-controller-sa", Namespace: ns}},
 				&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-driver-cluster-role"}},
 				&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "s3-csi-driver-cluster-role-binding"}},
 			} {
@@ -215,6 +233,19 @@ func TestHelmUpgradeFrom1xRelease(t *testing.T) {
 			if p := drv.Spec.FSGroupPolicy; p == nil || *p != storagev1.NoneFSGroupPolicy {
 				t.Errorf("CSIDriver fsGroupPolicy after the upgrade: %v, want this chart's None", p)
 			}
+
+			// docs/upgrade.md: helm rollback to the 1.x revision.
+			if out, err := helm("rollback", rel, "1", "-n", ns); err != nil {
+				t.Fatalf("rollback to 1.x: %v\n%s", err, out)
+			}
+			harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-csi-node"}, &ds))
+			harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-csi-controller"}, &dep))
+			if ds.Spec.Template.Spec.ServiceAccountName != "s3-csi-driver-sa" || dep.Spec.Template.Spec.ServiceAccountName != "s3-csi-driver-controller-sa" ||
+				ds.Spec.Template.Spec.Containers[0].Image != "ghcr.io/scality/mountpoint-s3-csi-driver:1.2.0" {
+				t.Errorf("after the rollback: DaemonSet %s %s, Deployment %s; want 1.x's", ds.Spec.Template.Spec.ServiceAccountName,
+					ds.Spec.Template.Spec.Containers[0].Image, dep.Spec.Template.Spec.ServiceAccountName)
+			}
+			harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Name: "s3-csi-driver-sa", Namespace: ns}, &corev1.ServiceAccount{}))
 		})
 	}
 }

@@ -38,6 +38,33 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/*
+The selector of the node DaemonSet or the controller Deployment, which the API server never lets
+change: the live object's when there is one (a release upgraded from the Scality 1.x/2.x chart,
+whose selectors are app + app.kubernetes.io/name + app.kubernetes.io/instance, keeps them, and so
+does a rollback to it), else app=<name>. Arguments: root, kind, name.
+*/}}
+{{- define "s3csi.selectorLabels" -}}
+{{- $sel := dict "app" .name -}}
+{{- $live := lookup "apps/v1" .kind .root.Release.Namespace .name -}}
+{{- if $live -}}
+{{- with (($live.spec).selector).matchLabels }}{{ $sel = . }}{{ end -}}
+{{- end -}}
+{{- toYaml $sel -}}
+{{- end -}}
+
+{{/*
+Labels of the pods of the node DaemonSet or the controller Deployment: the selector's (which
+win), then podLabels, then the common labels and app=<name>. Arguments: root, kind, name,
+podLabels.
+*/}}
+{{- define "s3csi.podTemplateLabels" -}}
+{{- $common := include "s3csi.labels" .root | fromYaml -}}
+{{- $_ := set $common "app" .name -}}
+{{- $labels := merge (include "s3csi.selectorLabels" . | fromYaml) (deepCopy (.podLabels | default dict)) $common -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
 {{/* The driver image reference. */}}
 {{- define "s3csi.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
