@@ -73,7 +73,7 @@ func envOr(key, def string) string {
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix socket), created with mode 0700")
+	fs.StringVar(&o.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint (unix socket), created with mode 0600")
 	fs.StringVar(&o.nodeID, "node-id", os.Getenv("CSI_NODE_NAME"), "node name reported by NodeGetInfo (default $CSI_NODE_NAME)")
 	fs.StringVar(&o.mode, "mode", "node", "which CSI services to serve: node or controller")
 	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")

@@ -51,7 +51,7 @@ func (s *Server) RegisterController(cs csi.ControllerServer) {
 // OnListen registers f to run once Run listens on the socket (before it serves the first call).
 func (s *Server) OnListen(f func()) { s.onListen = append(s.onListen, f) }
 
-// Run listens on the socket (mode 0700, replacing a stale socket file) and serves until ctx
+// Run listens on the socket (mode 0600, replacing a stale socket file) and serves until ctx
 // ends, then stops gracefully and removes the socket.
 func (s *Server) Run(ctx context.Context) error {
 	path, _ := socketPath(s.endpoint)

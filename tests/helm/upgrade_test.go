@@ -249,3 +249,75 @@ func TestHelmUpgradeFrom1xRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestHelmUpgradeFrom1xKeepsItsCredentials: a 1.x user who never set s3CredentialSecret had
+// the node plugin (and controller) take the driver's credentials from the Secret s3-secret.
+// Upgraded with no s3.credentials.secretName, this chart keeps that Secret and its keys (read
+// from the live node plugin), and keeps it on the next upgrade too; keepLive=false drops it,
+// and a Secret that no longer exists is not carried over.
+func TestHelmUpgradeFrom1xKeepsItsCredentials(t *testing.T) {
+	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true})
+	kubeconfig := k.Kubeconfig(t, "helm-upgrade-creds", "system:masters")
+	const rel, ns = "scality-s3-csi-1x", "kube-system"
+	helm := func(args ...string) (string, error) {
+		return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...)
+	}
+	ctx := context.Background()
+	chart1x := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "chart-1x")
+	values := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "values-systemd.yaml")
+	// credentialSecrets returns the Secret each credential variable of the node plugin and the
+	// CSI controller comes from ("" when none).
+	credentialSecrets := func() map[string]string {
+		var ds appsv1.DaemonSet
+		var dep appsv1.Deployment
+		harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-csi-node"}, &ds))
+		harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-csi-controller"}, &dep))
+		got := map[string]string{}
+		for who, c := range map[string]*corev1.Container{"node": container(t, ds.Spec.Template.Spec, "s3-plugin"), "controller": container(t, dep.Spec.Template.Spec, "s3-csi-controller")} {
+			for _, e := range c.Env {
+				if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil && strings.HasPrefix(e.Name, "AWS_") {
+					got[who+" "+e.Name] = r.SecretKeyRef.Name + "/" + r.SecretKeyRef.Key
+				}
+			}
+		}
+		return got
+	}
+	kept := map[string]string{
+		"node AWS_ACCESS_KEY_ID": "s3-secret/access_key_id", "node AWS_SECRET_ACCESS_KEY": "s3-secret/secret_access_key", "node AWS_SESSION_TOKEN": "s3-secret/session_token",
+		"controller AWS_ACCESS_KEY_ID": "s3-secret/access_key_id", "controller AWS_SECRET_ACCESS_KEY": "s3-secret/secret_access_key", "controller AWS_SESSION_TOKEN": "s3-secret/session_token",
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-secret", Namespace: ns},
+		StringData: map[string]string{"access_key_id": "AKIA", "secret_access_key": "secret"}}
+	harness.Must(t, k.Client.Create(ctx, secret))
+	if out, err := helm("install", rel, chart1x, "-n", ns); err != nil {
+		t.Fatalf("install the 1.x release: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = helm("uninstall", rel, "-n", ns, "--wait") })
+	for i, step := range []struct {
+		what string
+		set  string
+		want map[string]string
+	}{
+		{"upgrade from 1.x", "", kept},
+		{"next upgrade", "", kept},
+		{"keepLive=false", "s3.credentials.keepLive=false", map[string]string{}},
+		{"set again", "s3.credentials.secretName=s3-secret", kept},
+		{"Secret deleted", "", map[string]string{}},
+	} {
+		if step.what == "Secret deleted" {
+			harness.Must(t, k.Client.Delete(ctx, secret))
+			// The chart must not carry over a Secret that no longer exists: start from a release
+			// whose node plugin still names it, as the previous step left it.
+		}
+		args := []string{"upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values, "--set", "s3.credentials.secretName="}
+		if step.set != "" {
+			args = append(args, "--set", step.set)
+		}
+		if out, err := helm(args...); err != nil {
+			t.Fatalf("step %d (%s): %v\n%s", i, step.what, err, out)
+		}
+		if diff := cmp.Diff(step.want, credentialSecrets()); diff != "" {
+			t.Errorf("step %d (%s): credential variables (-want +got):\n%s", i, step.what, diff)
+		}
+	}
+}

@@ -110,11 +110,48 @@ podLabels.
 {{- end -}}
 
 {{/*
+The driver-level credentials: s3.credentials, or, with secretName empty and keepLive, the Secret
+and keys the live node plugin's s3-plugin container takes AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from, if that Secret exists. So an upgrade from the
+Scality 1.x/2.x chart, whose node plugin used s3CredentialSecret (default s3-secret) without
+the user setting it, keeps its credentials; and, since this chart's node plugin takes them the
+same way, so does every later upgrade.
+*/}}
+{{- define "s3csi.credentials" -}}
+{{- $c := deepCopy .Values.s3.credentials -}}
+{{- if and (not $c.secretName) $c.keepLive -}}
+{{- $ds := lookup "apps/v1" "DaemonSet" .Release.Namespace "s3-csi-node" -}}
+{{- $live := dict -}}
+{{- if $ds -}}
+{{- range (dig "spec" "template" "spec" "containers" list $ds) -}}
+{{- if eq .name "s3-plugin" -}}
+{{- range (.env | default list) -}}
+{{- $ref := dig "valueFrom" "secretKeyRef" dict . -}}
+{{- if $ref.name -}}
+{{- if eq .name "AWS_ACCESS_KEY_ID" }}{{ $_ := set $live "secretName" $ref.name }}{{ $_ := set $live "accessKeyIdKey" $ref.key }}{{ end -}}
+{{- if eq .name "AWS_SECRET_ACCESS_KEY" }}{{ $_ := set $live "secretAccessKeyKey" $ref.key }}{{ $_ := set $live "secretAccessKeyName" $ref.name }}{{ end -}}
+{{- if eq .name "AWS_SESSION_TOKEN" }}{{ $_ := set $live "sessionTokenKey" $ref.key }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $live.secretName $live.secretAccessKeyKey (eq $live.secretName $live.secretAccessKeyName) (lookup "v1" "Secret" .Release.Namespace $live.secretName) -}}
+{{- $_ := set $c "secretName" $live.secretName -}}
+{{- $_ := set $c "accessKeyIdKey" $live.accessKeyIdKey -}}
+{{- $_ := set $c "secretAccessKeyKey" $live.secretAccessKeyKey -}}
+{{- if $live.sessionTokenKey }}{{ $_ := set $c "sessionTokenKey" $live.sessionTokenKey }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $c -}}
+{{- end -}}
+
+{{/*
 The driver-level credential variables; "optional" is true on the node plugin (a node can serve
 secret-authenticated volumes without them) and false on the CSI controller.
 */}}
 {{- define "s3csi.credentialsEnv" -}}
-{{- $c := .root.Values.s3.credentials -}}
+{{- $c := include "s3csi.credentials" .root | fromYaml -}}
 {{- if $c.secretName }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:
