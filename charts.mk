@@ -22,7 +22,7 @@ IMAGE_REPO ?= ghcr.io/scality/s3-csi-driver
 IMAGE_TAG ?= $(or $(VERSION),dev)
 DOCKER ?= docker
 
-.PHONY: chart-crd verify-chart helm-lint test-helm helm-golden image
+.PHONY: chart-crd verify-chart helm-lint test-helm helm-golden images-list image
 
 chart-crd: ## Copy the CRD of crd/ into the Helm chart.
 	@mkdir -p $(CHART)/files/crds
@@ -45,6 +45,15 @@ test-helm: build $(HELM) envtest-assets ## Chart suite: lint, goldens, dry-run o
 
 helm-golden: build $(HELM) ## Rewrite the chart's golden files and the Helm values doc (review the diff).
 	cd $(CHARTS_MK_DIR)/tests && $(GO) test -count=1 ./helm/ -run 'TestGolden|TestValuesDoc' -update
+
+# images-list: every image the chart can run (both modes, the sidecar registration: a superset
+# of any one install), one per line, for mirroring into a private registry. VALUES: your values
+# file(s), so that the repositories and tags are yours.
+VALUES ?=
+images-list: $(HELM) ## Print every image the chart can run (VALUES=your-values.yaml), for air-gapped mirrors.
+	@$(HELM) template s3-csi $(CHART) $(foreach f,$(VALUES),-f $(f)) --set 'mounter.modesInUse={systemd,pod}' --set node.registration=sidecars | \
+		sed -n -e 's/^[[:space:]]*image:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}[[:space:]]*$$/\1/p' \
+			-e 's/^[[:space:]]*- --mountpoint-image=\(.*\)$$/\1/p' | sort -u
 
 image: ## Build the driver image (Docker with BuildKit; IMAGE_REPO, IMAGE_TAG).
 	DOCKER_BUILDKIT=1 $(DOCKER) build --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE_REPO):$(IMAGE_TAG) $(CHARTS_MK_DIR)

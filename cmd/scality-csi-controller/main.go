@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
@@ -36,6 +37,7 @@ type options struct {
 	priorityClass      string
 	tolerations        string
 	serviceAccount     string
+	pullSecrets        string
 	batchWindow        time.Duration
 	resyncInterval     time.Duration
 	orphanGrace        time.Duration
@@ -57,6 +59,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.priorityClass, "mountpoint-priority-class-name", "", "priority class of the Mountpoint Pods (none when empty)")
 	fs.StringVar(&o.tolerations, "mountpoint-tolerations", "", `tolerations of the Mountpoint Pods as a JSON list, e.g. [{"key":"dedicated","operator":"Exists"}] (none when empty)`)
 	fs.StringVar(&o.serviceAccount, "mountpoint-service-account", "", "service account of the Mountpoint Pods (the namespace default when empty; its token is never mounted)")
+	fs.StringVar(&o.pullSecrets, "mountpoint-image-pull-secrets", "", "comma-separated names of Secrets in the Mountpoint Pod namespace used to pull the Mountpoint Pods' image (none when empty)")
 	fs.DurationVar(&o.batchWindow, "batch-window", time.Second, "events for a volume on a node reconciled less than this long ago wait for the rest of the window, so a burst of workloads costs one write")
 	fs.DurationVar(&o.resyncInterval, "resync-interval", 2*time.Minute, "how often every attachment and Mountpoint Pod is checked again (stale-attachment cleaner)")
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", time.Minute, "age at which a Mountpoint Pod no attachment references is retired")
@@ -90,6 +93,17 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 			errs = append(errs, fmt.Errorf("--mountpoint-tolerations: %w", err))
 		}
 	}
+	var pullSecrets []corev1.LocalObjectReference
+	for _, name := range strings.Split(o.pullSecrets, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--mountpoint-image-pull-secrets: %q is not a Secret name: %s", name, strings.Join(msgs, "; ")))
+			continue
+		}
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
+	}
 	defaultMode, err := mountmode.Parse(o.defaultMounter)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
@@ -101,7 +115,7 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 		MountpointPod: reconciler.MountpointPodConfig{
 			Namespace: o.namespace, Image: o.image, Command: []string{o.command}, ImagePullPolicy: policy,
 			PriorityClassName: o.priorityClass, Tolerations: tolerations, ServiceAccountName: o.serviceAccount,
-			DriverVersion: version.Version,
+			ImagePullSecrets: pullSecrets, DriverVersion: version.Version,
 		},
 		BatchWindow: o.batchWindow,
 		OrphanGrace: o.orphanGrace,

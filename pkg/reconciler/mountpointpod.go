@@ -23,6 +23,8 @@ type MountpointPodConfig struct {
 	Tolerations []corev1.Toleration
 	// ServiceAccountName is set when not empty; the API token is never mounted.
 	ServiceAccountName string
+	// ImagePullSecrets name Secrets in Namespace that pull Image (a private registry).
+	ImagePullSecrets []corev1.LocalObjectReference
 	// DriverVersion labels the pods; pods of another version are never shared.
 	DriverVersion string
 }
@@ -55,6 +57,7 @@ func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, work
 			RestartPolicy:                 corev1.RestartPolicyOnFailure,
 			PriorityClassName:             cfg.PriorityClassName,
 			ServiceAccountName:            cfg.ServiceAccountName,
+			ImagePullSecrets:              cfg.ImagePullSecrets,
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](600),
 			Tolerations:                   cfg.Tolerations,

@@ -54,7 +54,8 @@ func hasWorkloads(a crdv2.MountpointS3PodAttachment, uids ...types.UID) string {
 }
 
 func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
-	e := newEnv(t, `--mountpoint-tolerations=[{"key":"dedicated","operator":"Equal","value":"storage","effect":"NoSchedule"}]`)
+	e := newEnv(t, `--mountpoint-tolerations=[{"key":"dedicated","operator":"Equal","value":"storage","effect":"NoSchedule"}]`,
+		"--mountpoint-image-pull-secrets=registry-a, registry-b")
 	pv, claim := e.volume("data", volumeOpts{mountOptions: []string{"allow-delete", "uid=1000"}})
 	w := e.pod("w1", e.node(1), ptr.To[int64](2000), claim)
 
@@ -95,11 +96,12 @@ func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 		"priority class from flags":   mp.Spec.PriorityClassName == priorityClass,
 		"tolerations from flags, never tolerate-everything": slices.ContainsFunc(mp.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "dedicated" && t.Value == "storage" }) &&
 			!slices.ContainsFunc(mp.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "" && t.Operator == corev1.TolerationOpExists }),
-		"no API token":            mp.Spec.AutomountServiceAccountToken != nil && !*mp.Spec.AutomountServiceAccountToken,
-		"restarts on failure":     mp.Spec.RestartPolicy == corev1.RestartPolicyOnFailure,
-		"version label":           mp.Labels[podcontract.LabelDriverVersion] != "",
-		"PV label and annotation": mp.Labels[podcontract.LabelVolumeName] == pv && mp.Annotations[podcontract.AnnotationVolumeName] == pv,
-		"workload label":          mp.Labels[podcontract.LabelWorkloadUID] == string(w.UID),
+		"no API token":                  mp.Spec.AutomountServiceAccountToken != nil && !*mp.Spec.AutomountServiceAccountToken,
+		"image pull secrets from flags": slices.Equal(mp.Spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "registry-a"}, {Name: "registry-b"}}),
+		"restarts on failure":           mp.Spec.RestartPolicy == corev1.RestartPolicyOnFailure,
+		"version label":                 mp.Labels[podcontract.LabelDriverVersion] != "",
+		"PV label and annotation":       mp.Labels[podcontract.LabelVolumeName] == pv && mp.Annotations[podcontract.AnnotationVolumeName] == pv,
+		"workload label":                mp.Labels[podcontract.LabelWorkloadUID] == string(w.UID),
 	}
 	for what, ok := range checks {
 		if !ok {

@@ -390,6 +390,7 @@ func TestValuesReachPods(t *testing.T) {
 		"mountpoint-priority-class-name": "s3-mountpoint",
 		"mountpoint-tolerations":         `[{"key":"storage","operator":"Exists"}]`,
 		"mountpoint-service-account":     "s3-mountpoint",
+		"mountpoint-image-pull-secrets":  "registry-mounts,registry-backup",
 		"metrics-address":                "0",
 	} {
 		if got, _ := flagValue(rec.Args, flag); got != want {
