@@ -17,7 +17,24 @@ type metrics struct {
 	repairDur *prometheus.HistogramVec
 }
 
+// newMetrics returns the monitor's metrics, every counter and gauge series of the known modes,
+// states and results already at 0: a scrape shows them from the start, so rates and alerts
+// (docs/monitoring) need no special case for a series that has not happened yet.
 func newMetrics() *metrics {
+	m := build()
+	for _, mode := range []mountmode.Mode{mountmode.Systemd, mountmode.Pod, mountmode.Legacy} {
+		for _, state := range []string{"live", "dead"} {
+			m.mounts.WithLabelValues(string(mode), state)
+		}
+		m.dead.WithLabelValues(string(mode))
+		for _, result := range []string{"succeeded", "failed"} {
+			m.repairs.WithLabelValues(string(mode), result)
+		}
+	}
+	return m
+}
+
+func build() *metrics {
 	buckets := []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}
 	return &metrics{
 		mounts: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "s3csi_node_mount_health",

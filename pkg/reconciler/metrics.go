@@ -19,8 +19,10 @@ type metrics struct {
 	state                 *stateCollector
 }
 
+// newMetrics returns the controller's metrics; the reconcile error series of every request kind
+// start at 0, so they are scraped (and alerted on) before the first error.
 func newMetrics(reader client.Reader, namespace string) *metrics {
-	return &metrics{
+	m := &metrics{
 		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "s3csi_controller_reconcile_errors_total",
 			Help: "Reconciles that returned an error, by kind of request (attachment, workload, mountpointpod).",
@@ -31,6 +33,10 @@ func newMetrics(reader client.Reader, namespace string) *metrics {
 		}),
 		state: &stateCollector{reader: reader, namespace: namespace},
 	}
+	for _, kind := range []string{"attachment", "workload", "mountpointpod"} {
+		m.reconcileErrors.WithLabelValues(kind)
+	}
+	return m
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
