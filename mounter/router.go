@@ -107,6 +107,12 @@ func (r *Router) Counts(podsDir string) (map[mountmode.Mode]int, error) {
 	return counts, nil
 }
 
+// Available reports whether this node plugin can mount in mode m (systemd or pod).
+func (r *Router) Available(m mountmode.Mode) bool {
+	_, err := r.impl(m)
+	return err == nil
+}
+
 func (r *Router) impl(m mountmode.Mode) (Mounter, error) {
 	var impl Mounter
 	switch m {

@@ -62,6 +62,14 @@ func New(cs kubernetes.Interface, node string, def mountmode.Mode) *Watcher {
 		rec: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "scality-s3-csi-driver", Host: node})}
 }
 
+// LabelInvalid reports whether the Node's mode label is set to something that is not a mode (the
+// default applies meanwhile).
+func (w *Watcher) LabelInvalid() bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.invalid != ""
+}
+
 // Mode returns the current effective mode (the default until the Node was read).
 func (w *Watcher) Mode() mountmode.Mode {
 	w.mu.RLock()

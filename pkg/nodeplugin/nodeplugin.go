@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	mode := func() mountmode.Mode { return cfg.DefaultMode }
+	labelInvalid := func() bool { return false }
 	var pm *pod.Mounter
 	if cfg.Kube == nil {
 		unavailable[mountmode.Pod] = "the node plugin has no Kubernetes API access (in-cluster or --kubeconfig)"
@@ -152,7 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 			klog.ErrorS(err, "This node's mount mode label is not known yet; using the default until it is", "default", cfg.DefaultMode)
 		}
 		if w != nil {
-			mode = w.Mode
+			mode, labelInvalid = w.Mode, w.LabelInvalid
 		}
 		if cfg.DisablePodMode {
 			unavailable[mountmode.Pod] = "pod mode is disabled on this node plugin (--pod-mounter=false: Helm mounter.modesInUse lacks pod)"
@@ -197,7 +198,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.RegisterIdentity(driver.NewIdentityServer(false, ready))
 	srv.RegisterNode(ns)
 	if cfg.MetricsAddress != "" {
-		if err := serveMetrics(ctx, cfg, router, monitor.Collectors()...); err != nil {
+		if err := serveMetrics(ctx, cfg, &mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods"), labelInvalid: labelInvalid}, monitor.Collectors()...); err != nil {
 			return err
 		}
 	}
@@ -365,16 +366,24 @@ func (r *readiness) Check(ctx context.Context) error {
 
 var (
 	descMounts = prometheus.NewDesc("s3csi_node_mounts", "Live S3 volume mounts on this node by the mode that made them (legacy: the Scality driver 1.x's, adopted).", []string{"mode"}, nil)
-	descMode   = prometheus.NewDesc("s3csi_node_mount_mode", "1 for the mode new mounts on this node use.", []string{"mode"}, nil)
+	descMode   = prometheus.NewDesc("s3csi_node_mount_mode", "1 for the mode new mounts on this node use (its label, else the cluster default).", []string{"mode"}, nil)
+	descAvail  = prometheus.NewDesc("s3csi_node_mount_mode_available", "1 when this node plugin can mount in the mode (0: every mount in it fails; see the node plugin's log for why).", []string{"mode"}, nil)
+	descLabel  = prometheus.NewDesc("s3csi_node_mount_mode_label_invalid", "1 when the Node's s3.csi.scality.com/mounter label is not a mode (the cluster default applies).", nil, nil)
 )
 
-// mountCollector reports the mount table at scrape time.
+// mountCollector reports the mount table and the node's modes at scrape time.
 type mountCollector struct {
-	router  *mounter.Router
-	podsDir string
+	router       *mounter.Router
+	podsDir      string
+	labelInvalid func() bool
 }
 
-func (c *mountCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descMounts; ch <- descMode }
+func (c *mountCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descMounts
+	ch <- descMode
+	ch <- descAvail
+	ch <- descLabel
+}
 
 func (c *mountCollector) Collect(ch chan<- prometheus.Metric) {
 	if counts, err := c.router.Counts(c.podsDir); err == nil {
@@ -389,7 +398,17 @@ func (c *mountCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, v, string(m))
+		avail := 0.0
+		if c.router.Available(m) {
+			avail = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descAvail, prometheus.GaugeValue, avail, string(m))
 	}
+	invalid := 0.0
+	if c.labelInvalid != nil && c.labelInvalid() {
+		invalid = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLabel, prometheus.GaugeValue, invalid)
 }
 
 // serveHealth answers GET /healthz with the plugin's Probe (200 "ok", or 500 and the reason),
@@ -432,10 +451,10 @@ func serveHTTP(ctx context.Context, what, address string, mux *http.ServeMux) er
 // serveMetrics serves the node plugin's metrics, each labelled node=<the node's name>, so that
 // per-node questions (which nodes still carry systemd mounts?) need no relabelling in the
 // scrape configuration, and two node plugins' series never merge.
-func serveMetrics(ctx context.Context, cfg Config, router *mounter.Router, more ...prometheus.Collector) error {
+func serveMetrics(ctx context.Context, cfg Config, mounts *mountCollector, more ...prometheus.Collector) error {
 	reg := prometheus.NewRegistry()
 	labelled := prometheus.WrapRegistererWith(prometheus.Labels{"node": cfg.NodeID}, reg)
-	if err := labelled.Register(&mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods")}); err != nil {
+	if err := labelled.Register(mounts); err != nil {
 		return err
 	}
 	for _, c := range more {

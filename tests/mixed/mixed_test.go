@@ -384,21 +384,31 @@ func TestNodeMetrics(t *testing.T) {
 	// Every sample carries the node's name (a scrape of many nodes tells them apart).
 	node := `,node="` + n.name + `"}`
 	want := []string{`s3csi_node_mounts{mode="systemd"` + node + ` 1`, `s3csi_node_mounts{mode="pod"` + node + ` 1`,
-		`s3csi_node_mount_mode{mode="pod"` + node + ` 1`, `s3csi_node_mount_mode{mode="systemd"` + node + ` 0`}
-	harness.Eventually(t, 10*time.Second, func() string {
-		resp, err := http.Get(n.metricsURL)
-		if err != nil {
-			return err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		for _, w := range want {
-			if !strings.Contains(string(body), w) {
-				return fmt.Sprintf("metrics lack %s:\n%s", w, body)
+		`s3csi_node_mount_mode{mode="pod"` + node + ` 1`, `s3csi_node_mount_mode{mode="systemd"` + node + ` 0`,
+		`s3csi_node_mount_mode_available{mode="pod"` + node + ` 1`, `s3csi_node_mount_mode_available{mode="systemd"` + node + ` 1`,
+		`s3csi_node_mount_mode_label_invalid{node="` + n.name + `"} 0`}
+	expectMetrics := func() {
+		t.Helper()
+		harness.Eventually(t, 10*time.Second, func() string {
+			resp, err := http.Get(n.metricsURL)
+			if err != nil {
+				return err.Error()
 			}
-		}
-		return ""
-	})
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			for _, w := range want {
+				if !strings.Contains(string(body), w) {
+					return fmt.Sprintf("metrics lack %s:\n%s", w, body)
+				}
+			}
+			return ""
+		})
+	}
+	expectMetrics()
+	// A label that is not a mode: reported, and the cluster default (pod in this suite) applies.
+	harness.Must(t, patchNode(n.name, `{"metadata":{"labels":{"s3.csi.scality.com/mounter":"pods"}}}`))
+	want = []string{`s3csi_node_mount_mode_label_invalid{node="` + n.name + `"} 1`, `s3csi_node_mount_mode{mode="pod"` + node + ` 1`}
+	expectMetrics()
 	n.unpublish(ta)
 	n.unpublish(tb)
 }
