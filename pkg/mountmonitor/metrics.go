@@ -17,8 +17,8 @@ type metrics struct {
 	repairDur *prometheus.HistogramVec
 }
 
-// newMetrics returns the monitor's metrics, every counter and gauge series of the known modes,
-// states and results already at 0: a scrape shows them from the start, so rates and alerts
+// newMetrics returns the monitor's metrics, every series of the known modes, states and results
+// already there at 0 (histograms with empty buckets): a scrape shows them from the start, so rates and alerts
 // (docs/monitoring) need no special case for a series that has not happened yet.
 func newMetrics() *metrics {
 	m := build()
@@ -27,6 +27,8 @@ func newMetrics() *metrics {
 			m.mounts.WithLabelValues(string(mode), state)
 		}
 		m.dead.WithLabelValues(string(mode))
+		m.detection.WithLabelValues(string(mode))
+		m.repairDur.WithLabelValues(string(mode))
 		for _, result := range []string{"succeeded", "failed"} {
 			m.repairs.WithLabelValues(string(mode), result)
 		}

@@ -20,16 +20,18 @@ func TestMetricsStartAtZero(t *testing.T) {
 	got := map[string]int{}
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
-			if v := m.GetCounter().GetValue() + m.GetGauge().GetValue(); v != 0 {
+			if v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount()); v != 0 {
 				t.Errorf("%s %v = %v before anything happened", f.GetName(), m.GetLabel(), v)
 			}
 			got[f.GetName()]++
 		}
 	}
 	for name, want := range map[string]int{
-		"s3csi_node_mount_health":        6, // systemd, pod, legacy × live, dead
-		"s3csi_node_mount_dead_total":    3,
-		"s3csi_node_mount_repairs_total": 6, // × succeeded, failed
+		"s3csi_node_mount_health":                 6, // systemd, pod, legacy × live, dead
+		"s3csi_node_mount_dead_total":             3,
+		"s3csi_node_mount_repairs_total":          6, // × succeeded, failed
+		"s3csi_node_mount_dead_detection_seconds": 3,
+		"s3csi_node_mount_repair_seconds":         3,
 	} {
 		if got[name] != want {
 			t.Errorf("%s: %d series, want %d", name, got[name], want)

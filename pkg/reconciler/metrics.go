@@ -52,6 +52,8 @@ var (
 	descAttachments = prometheus.NewDesc("s3csi_controller_attachments", "MountpointS3PodAttachments in the cluster.", nil, nil)
 	descWorkloads   = prometheus.NewDesc("s3csi_controller_attached_workloads", "Workload pods recorded in attachments.", nil, nil)
 	descMPPods      = prometheus.NewDesc("s3csi_controller_mountpoint_pods", "Mountpoint Pods by phase.", []string{"phase"}, nil)
+	descOldest      = prometheus.NewDesc("s3csi_controller_mountpoint_pod_oldest_pending_seconds",
+		"Age of the oldest Pending Mountpoint Pod (0 when none): a pod that cannot be placed or started holds its workloads' mounts.", nil, nil)
 )
 
 // stateCollector reports counts read from the controller's cache at scrape time.
@@ -64,6 +66,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descAttachments
 	ch <- descWorkloads
 	ch <- descMPPods
+	ch <- descOldest
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -83,15 +86,20 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	var pods corev1.PodList
 	if err := c.reader.List(ctx, &pods, client.InNamespace(c.namespace), client.MatchingLabels{podcontract.LabelComponent: podcontract.ComponentMountpoint}); err == nil {
 		byPhase := map[corev1.PodPhase]int{corev1.PodPending: 0, corev1.PodRunning: 0, corev1.PodSucceeded: 0, corev1.PodFailed: 0}
+		oldest := 0.0
 		for _, p := range pods.Items {
 			phase := p.Status.Phase
 			if phase == "" {
 				phase = corev1.PodPending
 			}
 			byPhase[phase]++
+			if age := time.Since(p.CreationTimestamp.Time).Seconds(); phase == corev1.PodPending && age > oldest {
+				oldest = age
+			}
 		}
 		for phase, n := range byPhase {
 			ch <- prometheus.MustNewConstMetric(descMPPods, prometheus.GaugeValue, float64(n), string(phase))
 		}
+		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, oldest)
 	}
 }
