@@ -133,6 +133,11 @@ test-cluster-run:
 	@rm -rf $(BIN)/cluster-logs
 	$(BIN)/rigctl run -keep-logs $(BIN)/cluster-logs -timings $(BIN)/timings.tsv -- $(BIN)/cluster.test -test.v -test.timeout 60m -timings $(BIN)/timings.tsv
 
+.PHONY: test-monitoring
+test-monitoring: $(PROMTOOL) ## The alerting rules: promtool check rules, and their unit tests (tests/monitoring/alerts_test.yaml).
+	$(PROMTOOL) check rules $(CHART_DIR)/files/monitoring/alerts.yaml
+	$(PROMTOOL) test rules tests/monitoring/alerts_test.yaml
+
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 30000x: that many inputs; a duration such as 30s works too).
 	@for ft in $(FUZZ_TARGETS); do pkg=$${ft%%:*}; fn=$${ft##*:}; \

@@ -10,6 +10,7 @@
 #       $(CONTROLLER_GEN)  bin/controller-gen       CRD/RBAC generator
 #       $(HELM)            bin/helm                 chart lint/template
 #       $(GOLANGCI_LINT)   bin/golangci-lint        Go linters (config: .golangci.yml)
+#       $(PROMTOOL)        bin/promtool             Prometheus rule checks and rule unit tests
 #       $(KUBE_APISERVER)  bin/k8s/kube-apiserver   envtest control plane (built from source)
 #       $(ETCD)            bin/k8s/etcd             symlink to the Debian etcd (/usr/bin/etcd)
 #     $(ENVTEST_ASSETS) (= bin/k8s) is what KUBEBUILDER_ASSETS must point at.
@@ -63,6 +64,9 @@ HELM_VERSION := v3.22.0
 # golangci-lint: v2's newest release on the proxy; staticcheck, errcheck, gosec, revive with the
 # committed .golangci.yml. Built with the Go on the machine (a prebuilt one would lag its version).
 GOLANGCI_LINT_VERSION := v2.15.0
+# promtool: Prometheus's own rule checker and rule unit-test runner, from the prometheus module
+# (Go module versions v0.3xx.y are Prometheus 3.xx.y releases); ~3.5 min cold on 2 cores.
+PROMTOOL_VERSION := v0.316.0
 # Kubernetes server binaries: v1.33.13, the server version the envtest suites are written
 # and verified against (it and all its k8s.io/* v0.33.13 staging modules download from the
 # proxy; 1.34-1.36 are listed too but unverified). Must match tests/tools/k8s/go.mod.
@@ -99,6 +103,7 @@ CSI_SANITY := $(TOOLS_BIN)/csi-sanity
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
 HELM := $(TOOLS_BIN)/helm
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
+PROMTOOL := $(TOOLS_BIN)/promtool
 ENVTEST_ASSETS := $(TOOLS_BIN)/k8s
 KUBE_APISERVER := $(ENVTEST_ASSETS)/kube-apiserver
 ETCD := $(ENVTEST_ASSETS)/etcd
@@ -112,7 +117,7 @@ E2E_TEST := $(ENVTEST_ASSETS)/e2e.test
 CSI_PROVISIONER := $(TOOLS_BIN)/csi-provisioner
 CSI_PROVISIONER_MOD_DIR := $(TOOLS_SCRIPTS)/csi-provisioner
 
-TOOLS_GO_BINS := $(VERSITYGW) $(CSI_SANITY) $(CONTROLLER_GEN) $(HELM) $(GOLANGCI_LINT)
+TOOLS_GO_BINS := $(VERSITYGW) $(CSI_SANITY) $(CONTROLLER_GEN) $(HELM) $(GOLANGCI_LINT) $(PROMTOOL)
 K8S_CLUSTER_BINS := $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL) $(GINKGO) $(AGNHOST)
 K8S_BINS := $(KUBE_APISERVER) $(K8S_CLUSTER_BINS)
 # Their packages, in the order of K8S_BINS.
@@ -159,6 +164,7 @@ tools-versions: ## Print the version each installed tool reports.
 	@[ ! -e $(CONTROLLER_GEN) ] || $(CONTROLLER_GEN) --version | sed 's/^Version: /controller-gen /'
 	@[ ! -e $(HELM) ] || echo "helm $$($(HELM) version --short)"
 	@[ ! -e $(GOLANGCI_LINT) ] || $(GOLANGCI_LINT) version
+	@[ ! -e $(PROMTOOL) ] || $(PROMTOOL) --version | head -1
 	@[ ! -e $(KUBE_APISERVER) ] || $(KUBE_APISERVER) --version
 	@[ ! -e $(ETCD) ] || $(ETCD) --version | head -1
 	@for t in $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET); do [ ! -e $$t ] || $$t --version; done
@@ -208,6 +214,10 @@ $(CSI_SANITY): $(call tool-stamp,csi-sanity,$(CSI_SANITY_VERSION))
 # golangci-lint prints the version stamped into main.version.
 $(GOLANGCI_LINT): $(call tool-stamp,golangci-lint,$(GOLANGCI_LINT_VERSION))
 	$(call go-install,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION),-X main.version=$(GOLANGCI_LINT_VERSION:v%=%))
+
+# promtool prints the version stamped into prometheus/common's version package.
+$(PROMTOOL): $(call tool-stamp,promtool,$(PROMTOOL_VERSION))
+	$(call go-install,github.com/prometheus/prometheus/cmd/promtool,$(PROMTOOL_VERSION),-X github.com/prometheus/common/version.Version=$(PROMTOOL_VERSION:v%=%))
 
 # controller-gen reads its version from the module build info; no -X needed.
 $(CONTROLLER_GEN): $(call tool-stamp,controller-gen,$(CONTROLLER_GEN_VERSION))

@@ -10,6 +10,7 @@
 #   unit      go test -race of the driver's module (unit tests)
 #   go-test   go test -race of the tests module (tests/) but tests/cluster (envtest, real
 #             systemd, FUSE, csi-sanity, helm suites)
+#   monitoring promtool check rules and the alerts' unit tests (tests/monitoring)
 #   fuzz      each fuzz target for FUZZ_TIME
 #   cluster   the cluster suite (tests/cluster) on a real single-node cluster: the upstream
 #             storage e2e suites in both modes and the project's scenarios
@@ -64,6 +65,7 @@ stage unit go test -race -count=1 -timeout 10m ./...
 pkgs=$(cd tests && go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
 # shellcheck disable=SC2086 # a list of packages
 stage go-test bash -c "cd tests && go test -race -count=1 -timeout 25m $(echo $pkgs)"
+stage monitoring $make test-monitoring
 stage fuzz $make test-fuzz
 
 echo "== cluster-tools: waiting for the background build (log: bin/cluster-tools.log)"
