@@ -22,6 +22,7 @@ func TestCluster(t *testing.T) {
 		{"static-systemd", func(t *testing.T) { testStatic(t, "systemd") }},
 		{"static-pod", func(t *testing.T) { testStatic(t, "pod") }},
 		{"static-mixed", testMixed},
+		{"monitoring", testMonitoring},
 		{"migration-with-writers", testMigration},
 		{"dynamic-deletion-policies", testDynamic},
 		{"fsgroup-readonly-systemd", func(t *testing.T) { testFSGroupReadOnly(t, "systemd") }},

@@ -1,0 +1,53 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/s3csi/s3-csi-driver/tests/cluster/rig"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
+)
+
+// testMonitoring scrapes the running node plugin (port metrics, 9809) and the Pod Reconciler
+// (8080) as a PodMonitor would, and checks that every metric the chart's alerts and Grafana
+// dashboard use is exported, the node plugin's labelled with the node. It runs after pod-mode
+// workloads came and went, so the Pod Reconciler has reconciled.
+func testMonitoring(t *testing.T) {
+	scrape := func(app string, port int) string {
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(context.Background(), &pods, client.InNamespace(releaseNS), client.MatchingLabels{"app": app}))
+		var out strings.Builder
+		for _, p := range pods.Items {
+			if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+				continue
+			}
+			text, err := harness.Scrape(fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, port))
+			if err != nil {
+				t.Fatalf("scrape %s (%s): %v", p.Name, app, err)
+			}
+			out.WriteString(text)
+		}
+		if out.Len() == 0 {
+			t.Fatalf("no running %s pod to scrape", app)
+		}
+		return out.String()
+	}
+	node, controller := scrape("s3-csi-node", 9809), scrape("s3-csi-controller", 8080)
+	for _, name := range harness.MonitoringMetrics(t) {
+		_, inNode := harness.MetricSum(node, name)
+		_, inController := harness.MetricSum(controller, name)
+		switch {
+		case inNode == 0 && inController == 0:
+			t.Errorf("%s: used by the alerts or the dashboard, exported by neither the node plugin nor the Pod Reconciler", name)
+		case inNode > 0:
+			if _, labelled := harness.MetricSum(node, name, `node="`+rig.NodeName+`"`); labelled != inNode {
+				t.Errorf("%s: %d of %d node plugin samples lack node=%q", name, inNode-labelled, inNode, rig.NodeName)
+			}
+		}
+	}
+}
