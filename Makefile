@@ -94,7 +94,7 @@ docs-check: ## Every message docs/troubleshooting.md quotes is one the code emit
 	$(TESTS_GO) run ./docscheck -root $(CURDIR)
 
 .PHONY: verify
-verify: generate $(GOLANGCI_LINT) ## Fail on unformatted code, go.mod drift, vet or lint findings, a broken non-Linux build, docs that drift from the code, or generated-file drift.
+verify: generate $(GOLANGCI_LINT) $(ACTIONLINT) apt-deps ## Fail on unformatted code, go.mod drift, vet or lint findings, a broken non-Linux build, docs that drift from the code, workflow findings (actionlint), or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(TESTS_GO) mod tidy -diff
@@ -102,6 +102,7 @@ verify: generate $(GOLANGCI_LINT) ## Fail on unformatted code, go.mod drift, vet
 	GOOS=darwin $(GO) build ./... && GOOS=darwin $(GO) vet ./...
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory docs-check
+	$(ACTIONLINT) -shellcheck=$$(command -v shellcheck) .github/workflows/*.yaml
 	@if [ -n "$$(git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files)" ]; then \
 		echo "generated files are out of date; run make generate and commit:"; git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files; exit 1; fi
 

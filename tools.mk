@@ -11,6 +11,7 @@
 #       $(HELM)            bin/helm                 chart lint/template
 #       $(GOLANGCI_LINT)   bin/golangci-lint        Go linters (config: .golangci.yml)
 #       $(PROMTOOL)        bin/promtool             Prometheus rule checks and rule unit tests
+#       $(ACTIONLINT)      bin/actionlint           GitHub Actions workflow linter (runs shellcheck)
 #       $(KUBE_APISERVER)  bin/k8s/kube-apiserver   envtest control plane (built from source)
 #       $(ETCD)            bin/k8s/etcd             symlink to the Debian etcd (/usr/bin/etcd)
 #     $(ENVTEST_ASSETS) (= bin/k8s) is what KUBEBUILDER_ASSETS must point at.
@@ -67,6 +68,9 @@ GOLANGCI_LINT_VERSION := v2.15.0
 # promtool: Prometheus's own rule checker and rule unit-test runner, from the prometheus module
 # (Go module versions v0.3xx.y are Prometheus 3.xx.y releases); ~3.5 min cold on 2 cores.
 PROMTOOL_VERSION := v0.316.0
+# actionlint: checks .github/workflows (expressions, action inputs, and the run: scripts through
+# shellcheck, a Debian package of APT_PACKAGES).
+ACTIONLINT_VERSION := v1.7.12
 # Kubernetes server binaries: v1.33.13, the server version the envtest suites are written
 # and verified against (it and all its k8s.io/* v0.33.13 staging modules download from the
 # proxy; 1.34-1.36 are listed too but unverified). Must match tests/tools/k8s/go.mod.
@@ -78,8 +82,9 @@ K8S_VERSION := v1.33.13
 ETCD_SYSTEM := /usr/bin/etcd
 ETCD_APT_PACKAGE := etcd-server
 
-# Debian packages the tests need: fusermount3, etcd, killall/fuser, unshare/mount, curl.
-APT_PACKAGES := fuse3 etcd-server psmisc util-linux mount curl
+# Debian packages the tests need: fusermount3, etcd, killall/fuser, unshare/mount, curl, and
+# shellcheck (actionlint's check of the workflows' scripts).
+APT_PACKAGES := fuse3 etcd-server psmisc util-linux mount curl shellcheck
 # And the cluster suite's node: the container runtime, its CNI plugins (in /usr/lib/cni),
 # iptables (the kubernetes Service's DNAT), iproute2 (the network namespace), the static busybox
 # the e2e test images are made of.
@@ -104,6 +109,7 @@ CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
 HELM := $(TOOLS_BIN)/helm
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 PROMTOOL := $(TOOLS_BIN)/promtool
+ACTIONLINT := $(TOOLS_BIN)/actionlint
 ENVTEST_ASSETS := $(TOOLS_BIN)/k8s
 KUBE_APISERVER := $(ENVTEST_ASSETS)/kube-apiserver
 ETCD := $(ENVTEST_ASSETS)/etcd
@@ -117,7 +123,7 @@ E2E_TEST := $(ENVTEST_ASSETS)/e2e.test
 CSI_PROVISIONER := $(TOOLS_BIN)/csi-provisioner
 CSI_PROVISIONER_MOD_DIR := $(TOOLS_SCRIPTS)/csi-provisioner
 
-TOOLS_GO_BINS := $(VERSITYGW) $(CSI_SANITY) $(CONTROLLER_GEN) $(HELM) $(GOLANGCI_LINT) $(PROMTOOL)
+TOOLS_GO_BINS := $(VERSITYGW) $(CSI_SANITY) $(CONTROLLER_GEN) $(HELM) $(GOLANGCI_LINT) $(PROMTOOL) $(ACTIONLINT)
 K8S_CLUSTER_BINS := $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBELET) $(KUBECTL) $(GINKGO) $(AGNHOST)
 K8S_BINS := $(KUBE_APISERVER) $(K8S_CLUSTER_BINS)
 # Their packages, in the order of K8S_BINS.
@@ -218,6 +224,10 @@ $(GOLANGCI_LINT): $(call tool-stamp,golangci-lint,$(GOLANGCI_LINT_VERSION))
 # promtool prints the version stamped into prometheus/common's version package.
 $(PROMTOOL): $(call tool-stamp,promtool,$(PROMTOOL_VERSION))
 	$(call go-install,github.com/prometheus/prometheus/cmd/promtool,$(PROMTOOL_VERSION),-X github.com/prometheus/common/version.Version=$(PROMTOOL_VERSION:v%=%))
+
+# actionlint prints the version stamped into main.version.
+$(ACTIONLINT): $(call tool-stamp,actionlint,$(ACTIONLINT_VERSION))
+	$(call go-install,github.com/rhysd/actionlint/cmd/actionlint,$(ACTIONLINT_VERSION),-X github.com/rhysd/actionlint.version=$(ACTIONLINT_VERSION))
 
 # controller-gen reads its version from the module build info; no -X needed.
 $(CONTROLLER_GEN): $(call tool-stamp,controller-gen,$(CONTROLLER_GEN_VERSION))

@@ -23,6 +23,8 @@ func TestCluster(t *testing.T) {
 		{"static-pod", func(t *testing.T) { testStatic(t, "pod") }},
 		{"static-mixed", testMixed},
 		{"monitoring", testMonitoring},
+		{"examples", testExamples},
+		{"doc-commands", testDocCommands},
 		{"migration-with-writers", testMigration},
 		{"dynamic-deletion-policies", testDynamic},
 		{"fsgroup-readonly-systemd", func(t *testing.T) { testFSGroupReadOnly(t, "systemd") }},
