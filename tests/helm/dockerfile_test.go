@@ -23,39 +23,17 @@ type stage struct {
 	lines      []string
 }
 
-var fromRE = regexp.MustCompile(`(?i)^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$`)
-
+// parseDockerfile is harness.ParseDockerfile (the parser the cluster rig reads the image's
+// layout with), failing the test on an error.
 func parseDockerfile(t *testing.T) []stage {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "Dockerfile"))
+	parsed, err := harness.ParseDockerfile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stages []stage
-	var cur strings.Builder
-	for _, raw := range strings.Split(string(b), "\n") {
-		line := strings.TrimSpace(raw)
-		if cur.Len() == 0 && (line == "" || strings.HasPrefix(line, "#")) {
-			continue
-		}
-		if strings.HasSuffix(line, "\\") {
-			cur.WriteString(strings.TrimSuffix(line, "\\") + " ")
-			continue
-		}
-		cur.WriteString(line)
-		instr := strings.Join(strings.Fields(cur.String()), " ")
-		cur.Reset()
-		if m := fromRE.FindStringSubmatch(instr); m != nil {
-			stages = append(stages, stage{name: m[2], from: m[1]})
-			continue
-		}
-		if len(stages) == 0 {
-			continue // global ARGs
-		}
-		stages[len(stages)-1].lines = append(stages[len(stages)-1].lines, instr)
-	}
-	if len(stages) == 0 {
-		t.Fatal("Dockerfile has no FROM")
+	stages := make([]stage, 0, len(parsed))
+	for _, p := range parsed {
+		stages = append(stages, stage{name: p.Name, from: p.From, lines: p.Instructions})
 	}
 	return stages
 }

@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -98,17 +101,32 @@ func (u *upper) images() ([]image, error) {
 	if err != nil {
 		return nil, err
 	}
-	driver := []file{{path: "bin", dir: true, mode: 0o755}, {path: "mountpoint-s3", dir: true, mode: 0o755}, {path: "mountpoint-s3/bin", dir: true, mode: 0o755},
-		{path: "mountpoint-s3/bin/mount-s3", src: harness.MountS3In(u.opts.Bin), mode: 0o755}}
-	for _, b := range []string{"scality-s3-csi-driver", "scality-csi-controller", "scality-csi-mounter", "install-mp"} {
-		driver = append(driver, file{path: "bin/" + b, src: u.bin(b), mode: 0o755})
+	// The driver image is laid out as the Dockerfile's final stage says (harness.DriverImageLayout),
+	// with the local builds of the binaries and the mount-s3 the suites run.
+	layout, err := harness.DriverImageLayout()
+	if err != nil {
+		return nil, err
+	}
+	var driver []file
+	dirs := map[string]bool{}
+	add := func(inImage, src string) {
+		rel := strings.TrimPrefix(inImage, "/")
+		for d := path.Dir(rel); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			driver = append(driver, file{path: d, dir: true, mode: 0o755})
+		}
+		driver = append(driver, file{path: rel, src: src, mode: 0o755})
+	}
+	add(layout.MountS3, harness.MountS3In(u.opts.Bin))
+	for _, b := range slices.Sorted(maps.Keys(layout.Binaries)) {
+		add(layout.Binaries[b], u.bin(b))
 	}
 	// The e2e images name only root and nobody, like the upstream busybox image: the suites
 	// compare `ls -l` group columns with numeric ids.
 	busyboxRoot := append(rootFiles("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n", "root:x:0:\nnogroup:x:65534:\n"), bb...)
 	return []image{
 		{ref: pauseImage, entrypoint: []string{"/pause"}, files: append(baseFiles(), file{path: "pause", src: u.bin("pause"), mode: 0o755})},
-		{ref: DriverRepository + ":" + DriverTag, entrypoint: []string{"/bin/scality-s3-csi-driver"}, files: append(baseFiles(), driver...)},
+		{ref: DriverRepository + ":" + DriverTag, entrypoint: layout.Entrypoint, files: append(baseFiles(), driver...)},
 		{ref: ProvisionerImage, entrypoint: []string{"/csi-provisioner"}, files: append(baseFiles(), file{path: "csi-provisioner", src: u.bin("csi-provisioner"), mode: 0o755})},
 		{ref: BusyboxImage, cmd: []string{"sh"}, files: busyboxRoot},
 		{ref: agnhostImage, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}, files: append(slicesClone(busyboxRoot), file{path: "agnhost", src: u.bin("k8s/agnhost"), mode: 0o755})},
