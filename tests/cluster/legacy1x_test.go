@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -201,23 +202,31 @@ func uuid() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// csiDriver1x is the CSIDriver object of the 1.x chart (anchors §8.3: attachRequired false,
-// podInfoOnMount true, requiresRepublish true, nothing else), owned by a Helm release of the
-// name this suite installs the chart under, as `helm upgrade <1.x release>` finds it.
-var csiDriver1x = fmt.Sprintf(`apiVersion: storage.k8s.io/v1
-kind: CSIDriver
-metadata:
-  name: %s
-  labels:
-    app.kubernetes.io/managed-by: Helm
-  annotations:
-    meta.helm.sh/release-name: %s
-    meta.helm.sh/release-namespace: %s
-spec:
-  attachRequired: false
-  podInfoOnMount: true
-  requiresRepublish: true
-`, driverName, release, releaseNS)
+// install1xRelease installs the release of the 1.x chart's objects (tests/helm/testdata/
+// chart-1x: CSIDriver, node DaemonSet, controller Deployment, service accounts, RBAC, with
+// 1.x's selectors) under the name this suite's chart uses, as a 1.x user has it. Its pods never
+// run here (a node selector no node matches, no controller replica: there is no 1.x image);
+// the 1.x node plugin is startDriver1x's process.
+func install1xRelease(t *testing.T) {
+	t.Helper()
+	chart := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "chart-1x")
+	mustRun(t)(helm(t, "install", release, chart, "-n", releaseNS, "--set", "node.nodeSelector.s3-csi-1x-fixture=no-node", "--set", "controller.replicas=0"))
+}
+
+// expect1xSelectors checks that the node DaemonSet and the controller Deployment have the 1.x
+// release's selectors (the chart keeps them through an upgrade; a rollback finds them).
+func expect1xSelectors(t *testing.T) {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	var dep appsv1.Deployment
+	harness.Must(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: releaseNS, Name: "s3-csi-node"}, &ds))
+	harness.Must(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: releaseNS, Name: "s3-csi-controller"}, &dep))
+	for what, got := range map[string]map[string]string{"node DaemonSet": ds.Spec.Selector.MatchLabels, "controller Deployment": dep.Spec.Selector.MatchLabels} {
+		if got["app.kubernetes.io/name"] != "scality-mountpoint-s3-csi-driver" || got["app.kubernetes.io/instance"] != release || got["app"] == "" {
+			t.Errorf("%s selector %v, want 1.x's (app, app.kubernetes.io/name, app.kubernetes.io/instance)", what, got)
+		}
+	}
+}
 
 // testUpgradeFrom1x installs the chart over a node the Scality driver 1.x serves, with the
 // node in systemd mode and then in pod mode: Running pods whose volumes 1.x mounted keep
@@ -236,11 +245,7 @@ func upgradeFrom1x(t *testing.T, mode string) {
 	// The 1.x era: this chart is not installed; the 1.x CSIDriver and node plugin are.
 	mustRun(t)(helm(t, "uninstall", release, "-n", releaseNS, "--wait"))
 	waitCSINode(t, false)
-	manifest := filepath.Join(t.TempDir(), "csidriver-1x.yaml")
-	if err := os.WriteFile(manifest, []byte(csiDriver1x), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t)(kubectl(t, "apply", "-f", manifest))
+	install1xRelease(t)
 	mustRun(t)(kubectl(t, "label", "node", rig.NodeName, "s3.csi.scality.com/mounter="+mode, "--overwrite"))
 	old := startDriver1x(t)
 
@@ -277,10 +282,12 @@ func upgradeFrom1x(t *testing.T, mode string) {
 		inode[f] = inodeOf(t, f)
 	}
 
-	// The upgrade: the 1.x node plugin goes, this chart comes, as docs/upgrade.md says.
+	// The upgrade: the 1.x node plugin goes, this chart comes, as docs/upgrade.md says: one
+	// helm upgrade of the 1.x release (installChart upgrades an existing release), no delete.
 	old.stop()
 	installChart(t)
 	waitNodeMode(t, mode)
+	expect1xSelectors(t)
 	legacyCount := func() string {
 		var plugins corev1.PodList
 		harness.Must(t, env.c.List(context.Background(), &plugins, client.InNamespace(releaseNS), client.MatchingLabels{"app": "s3-csi-node"}))
@@ -331,6 +338,24 @@ func upgradeFrom1x(t *testing.T, mode string) {
 	if s := currentState(t); len(s.mpPods) != 0 || len(s.attachments) != 0 || len(s.stateDirs) != 0 {
 		t.Errorf("the driver made state for workloads 1.x mounted: %s", s)
 	}
+
+	// helm rollback to the 1.x revision, in one command: 1.x's objects come back, this chart's
+	// node plugin goes, the 1.x node plugin takes over again, and the 1.x mounts still serve
+	// their writers. Then the upgrade again.
+	mustRun(t)(helm(t, "rollback", release, "1", "-n", releaseNS))
+	waitCSINode(t, false)
+	expect1xSelectors(t)
+	old = startDriver1x(t)
+	for _, p := range pods {
+		mustRun(t)(execIn(t, p, "printf 'rolled back\\n' > /data/rollback-"+p.Name))
+		if got := string(env.s3.GetObject(t, bucket, "rollback-"+p.Name)); got != "rolled back\n" {
+			t.Errorf("%s wrote %q through its 1.x mount after the rollback", p.Name, got)
+		}
+	}
+	old.stop()
+	installChart(t)
+	waitNodeMode(t, mode)
+	expect1xSelectors(t)
 
 	// They leave: every trace of 1.x goes with them.
 	deletePods(t, pods...)

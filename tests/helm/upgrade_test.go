@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -114,6 +117,12 @@ func TestValuesOf1xRefused(t *testing.T) {
 			!strings.Contains(err.Error(), "is a value of the 1.x") && !strings.Contains(err.Error(), "is a value of the 2.x") {
 			t.Errorf("--set %s: %v; want a refusal naming %q", set, err, want)
 		}
+	}
+	// 2.x's pair (create that ConfigMap from that data) is one value here, not the two the
+	// single refusals name (which this chart refuses together).
+	if _, err := harness.HelmTemplate(t, release, namespace, "--set", "tls.caCertConfigMap=ca", "--set", "tls.caCertData=x"); err == nil ||
+		!strings.Contains(err.Error(), "use tls.caBundle alone") {
+		t.Errorf("tls.caCertConfigMap with tls.caCertData: %v; want one refusal naming tls.caBundle alone", err)
 	}
 	// Mapped, not refused: 1.x's serviceAccount.create (false: the account exists already).
 	out, err := harness.HelmTemplate(t, release, namespace, "--set", "node.serviceAccount.create=false", "--set", "controller.serviceAccount.create=true")
@@ -320,4 +329,61 @@ func TestHelmUpgradeFrom1xKeepsItsCredentials(t *testing.T) {
 			t.Errorf("step %d (%s): credential variables (-want +got):\n%s", i, step.what, diff)
 		}
 	}
+}
+
+// TestHelmUpgradeFrom2xAdoptsTheCRD: the 2.x chart installs the MountpointS3PodAttachment CRD
+// from crds/, which Helm never owns. This chart templates the CRD, so a plain helm upgrade of a
+// 2.x release is refused (the CRD "cannot be imported into the current release"), and
+// `helm upgrade --take-ownership` (docs/upgrade.md) adopts it in the same one command: the CRD
+// is then the release's, with this chart's schema (authenticationSource, its selectable field),
+// and stays through a rollback (helm.sh/resource-policy: keep).
+func TestHelmUpgradeFrom2xAdoptsTheCRD(t *testing.T) {
+	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true})
+	kubeconfig := k.Kubeconfig(t, "helm-upgrade-2x", "system:masters")
+	const rel, ns = "scality-s3-csi-2x", "kube-system"
+	helm := func(args ...string) (string, error) {
+		return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...)
+	}
+	ctx := context.Background()
+	// The 2.x chart: the 1.x fixture's objects, version 2.2.0, and the CRD in crds/.
+	chart2x := filepath.Join(t.TempDir(), "chart-2x")
+	harness.Must(t, os.CopyFS(chart2x, os.DirFS(filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "chart-1x"))))
+	harness.Must(t, os.MkdirAll(filepath.Join(chart2x, "crds"), 0o755))
+	crd, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "crd-2x", "mountpoints3podattachments.yaml"))
+	harness.Must(t, err)
+	harness.Must(t, os.WriteFile(filepath.Join(chart2x, "crds", "mountpoints3podattachments.yaml"), crd, 0o644))
+	meta, err := os.ReadFile(filepath.Join(chart2x, "Chart.yaml"))
+	harness.Must(t, err)
+	harness.Must(t, os.WriteFile(filepath.Join(chart2x, "Chart.yaml"), []byte(strings.ReplaceAll(string(meta), "1.2.0", "2.2.0")), 0o644))
+	if out, err := helm("install", rel, chart2x, "-n", ns); err != nil {
+		t.Fatalf("install the 2.x release: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = helm("uninstall", rel, "-n", ns, "--wait") })
+	values := filepath.Join(harness.RepoRoot(), "tests", "helm", "testdata", "values-systemd.yaml") // the CRD renders in every mode
+
+	_, err = helm("upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values)
+	if err == nil || !strings.Contains(err.Error(), "cannot be imported into the current release") {
+		t.Fatalf("plain upgrade over 2.x's CRD: %v; want Helm's refusal to import it (what --take-ownership is for)", err)
+	}
+	if out, err := helm("upgrade", rel, harness.ChartDir(), "-n", ns, "-f", values, "--take-ownership"); err != nil {
+		t.Fatalf("upgrade --take-ownership: %v\n%s", err, out)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Name: "mountpoints3podattachments.s3.csi.scality.com"}, got))
+	if got.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" || got.GetAnnotations()["meta.helm.sh/release-name"] != rel {
+		t.Errorf("CRD not adopted by the release: labels %v, annotations %v", got.GetLabels(), got.GetAnnotations())
+	}
+	versions, _, _ := unstructured.NestedSlice(got.Object, "spec", "versions")
+	var fields map[string]any
+	if len(versions) == 1 {
+		fields, _, _ = unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties")
+	}
+	if _, ok := fields["authenticationSource"]; !ok {
+		t.Errorf("CRD schema still 2.x's (no authenticationSource): %v", slices.Sorted(maps.Keys(fields)))
+	}
+	if out, err := helm("rollback", rel, "1", "-n", ns); err != nil {
+		t.Fatalf("rollback to 2.x: %v\n%s", err, out)
+	}
+	harness.Must(t, k.Client.Get(ctx, client.ObjectKey{Name: "mountpoints3podattachments.s3.csi.scality.com"}, got))
 }

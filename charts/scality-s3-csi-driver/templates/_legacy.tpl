@@ -17,6 +17,7 @@ the same name (node.logLevel, node.tolerations, …) are in docs/upgrade.md's ta
 {{- if hasKey .Values.node "defaultTolerations" }}{{ fail "node.defaultTolerations is a value of the 1.x chart: use node.tolerations (and node.tolerateAllTaints) (docs/upgrade.md)" }}{{ end }}
 {{- if hasKey .Values.node "podInfoOnMountCompat" }}{{ fail "node.podInfoOnMountCompat is a value of the 1.x chart: nothing: the CSIDriver always has podInfoOnMount (docs/upgrade.md)" }}{{ end }}
 {{- if hasKey .Values.node "mountpointVersion" }}{{ fail "node.mountpointVersion is a value of the 1.x chart: nothing: units are named by the driver (docs/upgrade.md)" }}{{ end }}
+{{- if and (hasKey .Values.tls "caCertConfigMap") (hasKey .Values.tls "caCertData") }}{{ fail "tls.caCertConfigMap with tls.caCertData are values of the 1.x/2.x chart (create that ConfigMap from that data): use tls.caBundle alone, with the PEM data; the chart creates the ConfigMap s3-csi-ca-bundle (docs/upgrade.md)" }}{{ end }}
 {{- if hasKey .Values.tls "caCertConfigMap" }}{{ fail "tls.caCertConfigMap is a value of the 1.x chart: use tls.existingConfigMap (docs/upgrade.md)" }}{{ end }}
 {{- if hasKey .Values.tls "caCertData" }}{{ fail "tls.caCertData is a value of the 1.x chart: use tls.caBundle (docs/upgrade.md)" }}{{ end }}
 {{- if hasKey .Values.tls "initImage" }}{{ fail "tls.initImage is a value of the 1.x chart: nothing: the CA bundle is mounted from a ConfigMap (docs/upgrade.md)" }}{{ end }}
