@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,9 +16,16 @@ import (
 
 // testMonitoring scrapes the running node plugin (port metrics, 9809) and the Pod Reconciler
 // (8080) as a PodMonitor would, and checks that every metric the chart's alerts and Grafana
-// dashboard use is exported, the node plugin's labelled with the node. It runs after pod-mode
-// workloads came and went, so the Pod Reconciler has reconciled.
+// dashboard use is exported, the node plugin's labelled with the node. A pod-mode workload
+// runs first, so the Pod Reconciler has reconciled whatever steps ran before.
 func testMonitoring(t *testing.T) {
+	setMode(t, "pod")
+	ns := newNamespace(t, "monitoring")
+	bucket := "monitoring-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	p := workload(t, ns, "w", staticVolume(t, ns, "data", bucket, volumeOpts{}), podOpts{})
+	waitRunning(t, 2*time.Minute, p)
+	defer func() { deletePods(t, p); expectClean(t) }()
 	scrape := func(app string, port int) string {
 		var pods corev1.PodList
 		harness.Must(t, env.c.List(context.Background(), &pods, client.InNamespace(releaseNS), client.MatchingLabels{"app": app}))
