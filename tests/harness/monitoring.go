@@ -54,10 +54,7 @@ func MonitoringMetrics(t TB) []string {
 	for _, q := range DashboardQueries(t) {
 		text += "\n" + q
 	}
-	var names []string
-	for _, m := range metricName.FindAllString(text, -1) {
-		names = append(names, m)
-	}
+	names := metricName.FindAllString(text, -1)
 	slices.Sort(names)
 	return slices.Compact(names)
 }
