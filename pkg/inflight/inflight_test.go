@@ -70,7 +70,7 @@ func TestForegroundWaitsForBackground(t *testing.T) {
 	go func() {
 		rel, ok := s.Acquire(context.Background(), "t")
 		if ok {
-			defer rel()
+			rel() // before saying so: the TryAcquire below must find the key free
 		}
 		got <- ok
 	}()
@@ -83,7 +83,10 @@ func TestForegroundWaitsForBackground(t *testing.T) {
 	if !<-got {
 		t.Fatal("Acquire failed after the background work ended")
 	}
-	fg, _ := s.TryAcquire("t")
+	fg, ok := s.TryAcquire("t")
+	if !ok {
+		t.Fatal("TryAcquire failed on a free key")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, ok := s.Acquire(ctx, "t"); ok {
