@@ -101,7 +101,9 @@ func testExamples(t *testing.T) {
 					return ""
 				})
 			}
-			waitRunning(t, 3*time.Minute, pods...)
+			// 6 min: a file applies claim and pod together, and a pod the scheduler parked on the
+			// claim before it bound may wait for the scheduler's 5-minute flush (see waitBound).
+			waitRunning(t, 6*time.Minute, pods...)
 			for _, path := range ex.written {
 				bucket, key, _ := strings.Cut(path, "/")
 				if bucket == "" {

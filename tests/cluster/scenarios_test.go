@@ -252,18 +252,7 @@ func testDynamic(t *testing.T) {
 				},
 			}
 			harness.Must(t, env.c.Create(ctx, pvc))
-			// The claim is bound before its pod exists: a pod created first is parked by the
-			// scheduler on "unbound immediate PersistentVolumeClaims" and, seen once here, was
-			// not requeued when the claim bound but only at the next unrelated event, 2 min
-			// later (a scheduler race this scenario is not about).
-			harness.Eventually(t, time.Minute, func() string {
-				var cur corev1.PersistentVolumeClaim
-				harness.Must(t, env.c.Get(ctx, client.ObjectKeyFromObject(pvc), &cur))
-				if cur.Status.Phase != corev1.ClaimBound {
-					return fmt.Sprintf("claim %s is %s", pvc.Name, cur.Status.Phase)
-				}
-				return ""
-			})
+			waitBound(t, pvc) // before its pod exists (waitBound says why)
 			p := workload(t, ns, "w-"+strings.ToLower(policy), pvc.Name, podOpts{command: "printf 'kept?\\n' > /data/obj.txt && " + idle})
 			waitRunning(t, 2*time.Minute, p)
 			harness.Must(t, env.c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc))

@@ -96,7 +96,25 @@ func staticVolume(t *testing.T, ns, name, bucket string, o volumeOpts) (claim st
 		},
 	}
 	harness.Must(t, env.c.Create(ctx, pvc))
+	waitBound(t, pvc)
 	return name
+}
+
+// waitBound waits until a claim is Bound. Scenarios create their pods after that: a pod
+// created first is parked by the scheduler on "unbound immediate PersistentVolumeClaims" and,
+// seen in clean-clone runs (static and dynamic volumes alike), was at times not requeued when
+// the claim bound, only at the next unrelated event or the scheduler's periodic flush (a
+// scheduler race the scenarios are not about).
+func waitBound(t *testing.T, pvc *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	harness.Eventually(t, time.Minute, func() string {
+		var cur corev1.PersistentVolumeClaim
+		harness.Must(t, env.c.Get(context.Background(), client.ObjectKeyFromObject(pvc), &cur))
+		if cur.Status.Phase != corev1.ClaimBound {
+			return fmt.Sprintf("claim %s/%s is %s", pvc.Namespace, pvc.Name, cur.Status.Phase)
+		}
+		return ""
+	})
 }
 
 // podOpts shape a workload.
