@@ -47,9 +47,13 @@ type MountpointS3PodAttachmentSpec struct {
 	// WorkloadFSGroup is the workloads' pod fsGroup as a decimal string ("" when none).
 	// +optional
 	WorkloadFSGroup string `json:"workloadFSGroup"`
-	// AuthenticationSource is the PV's authenticationSource: "driver" or "secret".
+	// AuthenticationSource is the PV's authenticationSource: "driver" or "secret". It is absent
+	// from the attachments of Scality's driver 2.x, whose sharing key has no such field
+	// (../shared/reference/anchors.md §6.2-§6.3); this controller keeps such an attachment's
+	// workloads until they end, never adds one to it, and always sets the field on its own.
 	// +kubebuilder:validation:Enum=driver;secret
-	AuthenticationSource string `json:"authenticationSource"`
+	// +optional
+	AuthenticationSource string `json:"authenticationSource,omitempty"`
 	// MountpointS3PodAttachments maps each Mountpoint Pod name (in the Mountpoint namespace) to
 	// the workloads it serves.
 	// +optional

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -95,3 +96,16 @@ func MountpointPodOf(attachments []crdv2.MountpointS3PodAttachment, node, worklo
 	}
 	return ""
 }
+
+// IsMountpointPod reports whether pod, in the Mountpoint Pod namespace, is a Mountpoint Pod: one
+// of this driver's (LabelComponent and LabelDriverVersion) or one Scality's driver 2.x left
+// running at an upgrade, which carries LabelDriverVersion but not LabelComponent
+// (../shared/reference/anchors.md §5.5). Both kinds are retired and deleted the same way.
+func IsMountpointPod(pod *corev1.Pod) bool {
+	_, versioned := pod.Labels[LabelDriverVersion]
+	return versioned || pod.Labels[LabelComponent] == ComponentMountpoint
+}
+
+// MountpointPodLabel is the label every Mountpoint Pod of either kind carries: list them with
+// client.HasLabels{MountpointPodLabel}.
+const MountpointPodLabel = LabelDriverVersion

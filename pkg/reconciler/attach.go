@@ -86,9 +86,11 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (rec
 
 	// New workloads: waiting for their mount (a Running pod without an attachment was mounted
 	// by something else, e.g. systemd mode, and is left alone).
+	// An attachment of Scality's 2.x (no authentication source) only keeps the workloads 2.x
+	// attached until they end: new ones go to this driver's own key.
 	var newPods []*corev1.Pod
 	for uid, pod := range desired {
-		if !attached[uid] && pod.Status.Phase != corev1.PodRunning {
+		if !attached[uid] && pod.Status.Phase != corev1.PodRunning && key.AuthSource != "" {
 			newPods = append(newPods, pod)
 		}
 	}
@@ -163,7 +165,8 @@ func (r *Reconciler) attachments(ctx context.Context, key podcontract.Key) (*crd
 }
 
 // desiredWorkloads returns the key's live workloads by UID: pods using the claim the key's PV is
-// bound to, scheduled on the key's node, not ended, whose own key (fsGroup, ...) is this key.
+// bound to, scheduled on the key's node, not ended, whose own key (fsGroup, ...) is this key
+// (the authentication source aside for a key of Scality's 2.x, which has none).
 func (r *Reconciler) desiredWorkloads(ctx context.Context, key podcontract.Key) (map[string]*corev1.Pod, error) {
 	var pv corev1.PersistentVolume
 	if err := r.client.Get(ctx, types.NamespacedName{Name: key.PVName}, &pv); err != nil {
@@ -183,7 +186,11 @@ func (r *Reconciler) desiredWorkloads(ctx context.Context, key podcontract.Key) 
 	desired := map[string]*corev1.Pod{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if pod.Spec.NodeName != key.NodeName || isEnded(pod) || keyFor(pod, &pv) != key {
+		own := keyFor(pod, &pv)
+		if key.AuthSource == "" {
+			own.AuthSource = "" // an attachment of Scality's 2.x: its key has no authentication source
+		}
+		if pod.Spec.NodeName != key.NodeName || isEnded(pod) || own != key {
 			continue
 		}
 		desired[string(pod.UID)] = pod
@@ -361,7 +368,7 @@ func (r *Reconciler) reconcileMountpointPod(ctx context.Context, name string) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	r.expect.observed(name)
-	if pod.Labels[podcontract.LabelComponent] != podcontract.ComponentMountpoint {
+	if !podcontract.IsMountpointPod(&pod) {
 		return reconcile.Result{}, nil
 	}
 	if pod.Status.Phase == corev1.PodSucceeded {

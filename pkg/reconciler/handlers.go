@@ -36,7 +36,7 @@ func (r *Reconciler) enqueueKey(q queue, k podcontract.Key) {
 // request when some cannot be served) and the keys of the attachments recording it.
 func (r *Reconciler) enqueueForPod(ctx context.Context, pod *corev1.Pod, q queue) {
 	if pod.Namespace == r.cfg.MountpointPod.Namespace {
-		if pod.Labels[podcontract.LabelComponent] != podcontract.ComponentMountpoint {
+		if !podcontract.IsMountpointPod(pod) {
 			return
 		}
 		q.Add(Request{MountpointPod: pod.Name})
@@ -265,7 +265,7 @@ func resyncEvery(ctx context.Context, c client.Reader, ns string, every time.Dur
 			out <- event.TypedGenericEvent[Request]{Object: Request{Key: podcontract.KeyOf(&atts.Items[i])}}
 		}
 		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{podcontract.LabelComponent: podcontract.ComponentMountpoint}); err != nil {
+		if err := c.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{podcontract.MountpointPodLabel}); err != nil {
 			log.FromContext(ctx).Error(err, "Resync: listing Mountpoint Pods failed")
 			continue
 		}

@@ -84,7 +84,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descWorkloads, prometheus.GaugeValue, float64(workloads))
 	}
 	var pods corev1.PodList
-	if err := c.reader.List(ctx, &pods, client.InNamespace(c.namespace), client.MatchingLabels{podcontract.LabelComponent: podcontract.ComponentMountpoint}); err == nil {
+	if err := c.reader.List(ctx, &pods, client.InNamespace(c.namespace), client.HasLabels{podcontract.MountpointPodLabel}); err == nil {
 		byPhase := map[corev1.PodPhase]int{corev1.PodPending: 0, corev1.PodRunning: 0, corev1.PodSucceeded: 0, corev1.PodFailed: 0}
 		oldest := 0.0
 		for _, p := range pods.Items {
