@@ -38,6 +38,7 @@ func TestCluster(t *testing.T) {
 		{"upgrade-rollback", testUpgradeRollback},
 		{"reboot", testReboot},
 		{"upgrade-from-1x", testUpgradeFrom1x},
+		{"upgrade-from-2x", testUpgradeFrom2x},
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {
