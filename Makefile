@@ -153,6 +153,10 @@ bench: build $(TEST_TOOLS) ## Print NodePublish latency figures (systemd mode); 
 bench-repair: build $(TEST_TOOLS) ## Print dead-mount detection and repair times, both modes, 20 kills each; not asserted.
 	$(TESTS_GO) test -run '^$$' -bench 'MountRepair' -benchtime 1x -count 1 -timeout 20m ./bench/
 
+.PHONY: bench-idle
+bench-idle: build $(TEST_TOOLS) ## Print the node plugin's idle CPU, RSS and one-more publish latency at growing live mounts (systemd mode; BENCH_IDLE_SIZES=1,10,50); not asserted.
+	$(TESTS_GO) test -run '^$$' -bench 'IdleSystemd' -benchtime 1x -count 1 -timeout 30m ./bench/
+
 .PHONY: bench-controller
 bench-controller: build $(TEST_TOOLS) ## Print Pod Reconciler figures for 2,000 pods (time, writes, RSS); not asserted.
 	$(TESTS_GO) test -run '^$$' -bench 'Controller' -benchtime 1x -count 1 -timeout 20m ./bench/

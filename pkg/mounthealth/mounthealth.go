@@ -86,6 +86,35 @@ func (c *Checker) Check(ctx context.Context, path string) (Result, error) {
 			stack = append(stack, e)
 		}
 	}
+	return c.result(ctx, path, stack), nil
+}
+
+// Snapshot is the mount table as read once, by mount point (each list bottom to top), so that
+// checking many paths reads and parses the table once instead of once per path.
+type Snapshot map[string][]mounttable.Entry
+
+// Snapshot reads the mount table.
+func (c *Checker) Snapshot() (Snapshot, error) {
+	entries, err := c.Table.List()
+	if err != nil {
+		return nil, err
+	}
+	s := make(Snapshot, len(entries))
+	for _, e := range entries {
+		s[e.MountPoint] = append(s[e.MountPoint], e)
+	}
+	return s, nil
+}
+
+// CheckIn is Check against a snapshot: the table is not read again, the daemon is probed as in
+// Check. The table part is as old as the snapshot: a path mounted or unmounted since shows as it
+// was, so a caller that acts on Absent or Foreign checks again with Check.
+func (c *Checker) CheckIn(ctx context.Context, path string, s Snapshot) Result {
+	return c.result(ctx, path, s[path])
+}
+
+// result classifies the mounts stacked at path (bottom to top) and probes the top one.
+func (c *Checker) result(ctx context.Context, path string, stack []mounttable.Entry) Result {
 	var r Result
 	for i := len(stack) - 1; i >= 0; i-- {
 		e := stack[i]
@@ -110,7 +139,7 @@ func (c *Checker) Check(ctx context.Context, path string) (Result, error) {
 			r.State = Live
 		}
 	}
-	return r, nil
+	return r
 }
 
 // ErrNoAnswer is the cause of a Dead mount whose daemon did not answer in time.

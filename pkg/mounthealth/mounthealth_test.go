@@ -70,6 +70,18 @@ func TestCheckStates(t *testing.T) {
 			if probed != (tc.want == Live || tc.want == Dead) {
 				t.Errorf("probed = %v for a %s path", probed, tc.want)
 			}
+			// The same answer from one read of the table (the monitor's sweep), which is not
+			// read again: the file is gone.
+			snap, err := c.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(c.Table.Path); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.CheckIn(context.Background(), tc.path, snap); got.State != r.State || got.Guarded != r.Guarded || len(got.Ours) != len(r.Ours) {
+				t.Errorf("CheckIn = %s guarded %v ours %d, Check = %s guarded %v ours %d", got.State, got.Guarded, len(got.Ours), r.State, r.Guarded, len(r.Ours))
+			}
 		})
 	}
 }

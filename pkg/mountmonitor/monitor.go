@@ -152,12 +152,18 @@ func (m *Monitor) Sweep(ctx context.Context) {
 	sort.Slice(modes, func(i, j int) bool { return modes[i] < modes[j] })
 	seen := map[string]bool{}
 	counts := map[mountmode.Mode]map[string]int{}
+	// One read of the mount table for the whole sweep (checking each target against a fresh
+	// read made a sweep O(targets × mounts)); nil when it cannot be read: each check reads it.
+	snap, err := m.cfg.Health.Snapshot()
+	if err != nil {
+		klog.ErrorS(err, "Sweep: reading the mount table")
+	}
 	for _, mode := range modes {
 		counts[mode] = map[string]int{"live": 0, "dead": 0}
 		targets := m.modes[mode].Targets()
 		for _, t := range targets {
 			seen[t.Path] = true
-			state := m.check(ctx, mode, t, targets)
+			state := m.check(ctx, mode, t, targets, snap)
 			counts[mode][state]++
 		}
 	}
@@ -181,8 +187,10 @@ type Sharer interface {
 }
 
 // check handles one target and returns "live" or "dead" (dead includes vanished). all is the
-// mode's targets (for the targets sharing a mount with t).
-func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Target, all []mounter.Target) string {
+// mode's targets (for the targets sharing a mount with t). snap, when not nil, is the sweep's
+// read of the mount table; a target it does not show as a mount-s3 mount is looked up again
+// (it may have been published since the read).
+func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Target, all []mounter.Target, snap mounthealth.Snapshot) string {
 	release, ok := m.cfg.Locks.TryAcquireBackground(t.Path)
 	if !ok {
 		return "live" // kubelet is publishing or unpublishing it right now; next round
@@ -192,10 +200,16 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		return "live" // unpublished since Targets listed it
 	}
 	st := m.stateOf(t.Path)
-	r, err := m.cfg.Health.Check(ctx, t.Path)
-	if err != nil {
-		klog.ErrorS(err, "Checking a mount", "target", t.Path)
-		return "live"
+	var r mounthealth.Result
+	if snap != nil {
+		r = m.cfg.Health.CheckIn(ctx, t.Path, snap)
+	}
+	if snap == nil || r.State == mounthealth.Absent || r.State == mounthealth.Foreign {
+		var err error
+		if r, err = m.cfg.Health.Check(ctx, t.Path); err != nil {
+			klog.ErrorS(err, "Checking a mount", "target", t.Path)
+			return "live"
+		}
 	}
 	now := time.Now()
 	if r.State == mounthealth.Live {
@@ -254,7 +268,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		// Now the targets sharing the mount: live by propagation, or to repair in turn.
 		release()
 		for _, s := range m.sharing(mode, t, all) {
-			m.check(ctx, mode, s, nil)
+			m.check(ctx, mode, s, nil, nil) // after the repair: a fresh read
 		}
 	}
 	return "live"
