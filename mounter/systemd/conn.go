@@ -22,7 +22,7 @@ type dbusConn interface {
 	ResetFailedUnitContext(ctx context.Context, name string) error
 	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
 	SystemStateContext(ctx context.Context) (*sd.Property, error)
-	SetSubStateSubscriber(updateCh chan<- *sd.SubStateUpdate, errCh chan<- error)
+	SetPropertiesSubscriber(updateCh chan<- *sd.PropertiesUpdate, errCh chan<- error)
 	KillUnitContext(ctx context.Context, name string, signal int32)
 	GetServicePropertyContext(ctx context.Context, service, propertyName string) (*sd.Property, error)
 	Connected() bool

@@ -701,23 +701,26 @@ var _ mounter.Repairer = (*Mounter)(nil)
 // WatchUnits makes changed run whenever a mount unit of this driver leaves its running state
 // (mount-s3 exited, was killed or stopped) and whenever a new connection to systemd is made
 // (systemd came back: its units may be gone), so a caller can check the mounts at once instead
-// of at its next sweep. It follows systemd's PropertiesChanged signals on the private socket.
+// of at its next sweep. It reads the SubState carried by systemd's PropertiesChanged signals of
+// the Unit interface, which systemd sends on its private socket for every unit: no call per
+// signal (go-systemd's SubState subscriber reads every property of the unit back for each
+// signal of any unit, a round trip per signal that grows with the node's unit churn).
 // Call before the first use of the Mounter.
 func (m *Mounter) WatchUnits(changed func()) {
 	m.bus.onConnect = func(c dbusConn, gone <-chan struct{}) {
-		updates := make(chan *sd.SubStateUpdate, 256)
+		updates := make(chan *sd.PropertiesUpdate, 256)
 		errs := make(chan error, 16)
-		c.SetSubStateSubscriber(updates, errs)
+		c.SetPropertiesSubscriber(updates, errs)
 		go func() {
 			for {
 				select {
 				case <-gone:
 					return
 				case err := <-errs:
-					// A subscription error: the monitor's periodic sweep covers what was missed.
+					// A full channel: the monitor's periodic sweep covers what was missed.
 					klog.V(4).InfoS("systemd unit state subscription", "err", err)
 				case u := <-updates:
-					if strings.HasPrefix(u.UnitName, "mount-s3-") && !strings.HasPrefix(u.UnitName, "mount-s3-umount-") && u.SubState != "running" {
+					if left(u) {
 						changed()
 					}
 				}
@@ -725,4 +728,17 @@ func (m *Mounter) WatchUnits(changed func()) {
 		}()
 		changed()
 	}
+}
+
+// left reports whether u says a mount unit of this driver is no longer running.
+func left(u *sd.PropertiesUpdate) bool {
+	if !strings.HasPrefix(u.UnitName, "mount-s3-") || strings.HasPrefix(u.UnitName, "mount-s3-umount-") {
+		return false
+	}
+	v, ok := u.Changed["SubState"]
+	if !ok {
+		return false
+	}
+	sub, ok := v.Value().(string)
+	return ok && sub != "running"
 }

@@ -170,7 +170,7 @@ func (f *fakeConn) SystemStateContext(context.Context) (*sd.Property, error) {
 	return &sd.Property{Name: "SystemState", Value: dbus.MakeVariant("running")}, nil
 }
 
-func (f *fakeConn) SetSubStateSubscriber(chan<- *sd.SubStateUpdate, chan<- error) {}
+func (f *fakeConn) SetPropertiesSubscriber(chan<- *sd.PropertiesUpdate, chan<- error) {}
 
 func (f *fakeConn) KillUnitContext(context.Context, string, int32) {}
 
@@ -356,5 +356,27 @@ func TestStuckSystemdDoesNotStallTheNode(t *testing.T) {
 	quick = time.Now()
 	if err := m2.stopUnit(context.Background(), "mount-s3-x.service"); !errors.Is(err, mounter.ErrUnavailable) || time.Since(quick) > time.Second {
 		t.Errorf("stopUnit on a hung systemd: %v after %s, want ErrUnavailable after ~100ms", err, time.Since(quick))
+	}
+}
+
+func TestLeftReadsTheSignal(t *testing.T) {
+	sub := func(unit, state string) *sd.PropertiesUpdate {
+		return &sd.PropertiesUpdate{UnitName: unit, Changed: map[string]dbus.Variant{"SubState": dbus.MakeVariant(state)}}
+	}
+	for _, tc := range []struct {
+		u    *sd.PropertiesUpdate
+		want bool
+	}{
+		{sub("mount-s3-0123456789abcdef.service", "dead"), true},
+		{sub("mount-s3-0123456789abcdef.service", "failed"), true},
+		{sub("mount-s3-0123456789abcdef.service", "running"), false},
+		{sub("mount-s3-umount-0123456789abcdef.service", "dead"), false},
+		{sub("other.service", "dead"), false},
+		{&sd.PropertiesUpdate{UnitName: "mount-s3-0123456789abcdef.service", Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("inactive")}}, false},
+		{&sd.PropertiesUpdate{UnitName: "mount-s3-0123456789abcdef.service", Changed: map[string]dbus.Variant{"SubState": dbus.MakeVariant(7)}}, false},
+	} {
+		if got := left(tc.u); got != tc.want {
+			t.Errorf("left(%s %v) = %v, want %v", tc.u.UnitName, tc.u.Changed, got, tc.want)
+		}
 	}
 }
