@@ -15,6 +15,7 @@ type metrics struct {
 	detection *prometheus.HistogramVec
 	repairs   *prometheus.CounterVec
 	repairDur *prometheus.HistogramVec
+	sweep     prometheus.Histogram
 }
 
 // newMetrics returns the monitor's metrics, every series of the known modes, states and results
@@ -49,11 +50,14 @@ func build() *metrics {
 			Help: "Repairs of dead mounts attempted by the node plugin, by result (succeeded or failed)."}, []string{"mode", "result"}),
 		repairDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "s3csi_node_mount_repair_seconds",
 			Help: "Duration of the node plugin's repairs of dead mounts.", Buckets: buckets}, []string{"mode"}),
+		sweep: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "s3csi_node_mount_sweep_seconds",
+			Help:    "Duration of the mount monitor's sweeps (every published target checked once, repairs included).",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30}}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.mounts, m.dead, m.detection, m.repairs, m.repairDur}
+	return []prometheus.Collector{m.mounts, m.dead, m.detection, m.repairs, m.repairDur, m.sweep}
 }
 
 func (m *metrics) setMounts(counts map[mountmode.Mode]map[string]int) {

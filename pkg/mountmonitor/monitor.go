@@ -145,6 +145,8 @@ func (m *Monitor) Run(ctx context.Context) {
 // Sweep checks every published target of every mode once and repairs the dead or vanished
 // ones whose back-off allows it.
 func (m *Monitor) Sweep(ctx context.Context) {
+	start := time.Now()
+	defer func() { m.metrics.sweep.Observe(time.Since(start).Seconds()) }()
 	modes := make([]mountmode.Mode, 0, len(m.modes))
 	for mode := range m.modes {
 		modes = append(modes, mode)

@@ -18,9 +18,18 @@ import (
 // (a pod without a phase yet counts as Pending), 0 when none is Pending; other pods of the
 // namespace and Running ones do not count. Reconcile error series exist before any error.
 func TestOldestPendingMountpointPod(t *testing.T) {
-	mp := func(name string, phase corev1.PodPhase, age time.Duration, component string) *corev1.Pod {
+	// kind: "ours" (this driver's labels), "2x" (Scality 2.x's: the version label only), or
+	// another pod of the namespace.
+	mp := func(name string, phase corev1.PodPhase, age time.Duration, kind string) *corev1.Pod {
+		labels := map[string]string{podcontract.LabelComponent: kind}
+		switch kind {
+		case "ours":
+			labels = map[string]string{podcontract.LabelComponent: podcontract.ComponentMountpoint, podcontract.LabelDriverVersion: "v1"}
+		case "2x":
+			labels = map[string]string{podcontract.LabelDriverVersion: "2.2.0"}
+		}
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "mount-s3", CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
-			Labels: map[string]string{podcontract.LabelComponent: component}}, Status: corev1.PodStatus{Phase: phase}}
+			Labels: labels}, Status: corev1.PodStatus{Phase: phase}}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -28,13 +37,18 @@ func TestOldestPendingMountpointPod(t *testing.T) {
 		min, max float64
 	}{
 		{"none", nil, 0, 0},
-		{"running only", []*corev1.Pod{mp("a", corev1.PodRunning, time.Hour, podcontract.ComponentMountpoint)}, 0, 0},
+		{"running only", []*corev1.Pod{mp("a", corev1.PodRunning, time.Hour, "ours")}, 0, 0},
 		{"oldest pending", []*corev1.Pod{
-			mp("a", corev1.PodRunning, time.Hour, podcontract.ComponentMountpoint),
-			mp("b", corev1.PodPending, 10*time.Minute, podcontract.ComponentMountpoint),
-			mp("c", "", 20*time.Minute, podcontract.ComponentMountpoint),
+			mp("a", corev1.PodRunning, time.Hour, "ours"),
+			mp("b", corev1.PodPending, 10*time.Minute, "ours"),
+			mp("c", "", 20*time.Minute, "ours"),
 			mp("d", corev1.PodPending, 2*time.Hour, "something-else"),
 		}, 1200, 1260},
+		{"a pending pod of 2.x counts", []*corev1.Pod{
+			mp("b", corev1.PodPending, 10*time.Minute, "ours"),
+			mp("e", corev1.PodPending, 30*time.Minute, "2x"),
+			mp("d", corev1.PodPending, 2*time.Hour, "something-else"),
+		}, 1800, 1860},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := fake.NewClientBuilder()
