@@ -304,10 +304,18 @@ func startPodMode(ctx context.Context, cfg Config, health *mounthealth.Checker, 
 	// A Mountpoint Pod that changed (its container restarted after mount-s3 died, it was
 	// deleted) may have left dead mounts: check at once.
 	cluster.OnMountpointPod(func(string, *corev1.Pod) { changed() })
+	// A mount-s3 that exits says so in its comm directory (mount.err) before its pod's status
+	// changes: watch for that too.
+	exits, err := pod.NewExitWatch(cfg.KubeletPath, changed)
+	if err != nil {
+		return nil, fmt.Errorf("watch the Mountpoint Pods' comm directories: %w", err)
+	}
+	cluster.OnMountpointPod(exits.Observe)
 	unmounter := pod.NewUnmounter(pm, cfg.PodSweepInterval)
 	// The informers live as long as ctx, unless start-up fails: then they are stopped rather
 	// than left retrying (and logging) for a pod mode nobody will use.
 	ictx, stop := context.WithCancel(ctx)
+	go exits.Run(ictx)
 	started := make(chan error, 1)
 	go func() { started <- cluster.Start(ictx) }()
 	select {
