@@ -153,9 +153,14 @@ bench: build $(TEST_TOOLS) ## Print NodePublish latency figures (systemd mode); 
 bench-repair: build $(TEST_TOOLS) ## Print dead-mount detection and repair times, both modes, 20 kills each; not asserted.
 	$(TESTS_GO) test -run '^$$' -bench 'MountRepair' -benchtime 1x -count 1 -timeout 20m ./bench/
 
-.PHONY: bench-idle
-bench-idle: build $(TEST_TOOLS) ## Print the node plugin's idle CPU, RSS and one-more publish latency at growing live mounts (systemd mode; BENCH_IDLE_SIZES=1,10,50); not asserted.
-	$(TESTS_GO) test -run '^$$' -bench 'IdleSystemd' -benchtime 1x -count 1 -timeout 30m ./bench/
+.PHONY: bench-scale
+bench-scale: build $(TEST_TOOLS) ## Print node plugin costs at 10-1,000 live mounts, both modes, and the Pod Reconciler at 2,000-20,000 pods; BENCH_SCALE_SIZES, BENCH_SCALE_MODES, BENCH_CONTROLLER_PODS; not asserted.
+	$(TESTS_GO) test -run '^$$' -bench 'ScaleNode' -benchtime 1x -count 1 -timeout 60m ./bench/
+	$(TESTS_GO) test -run '^$$' -bench 'ScaleController' -benchtime 1x -count 1 -timeout 60m ./bench/
+
+.PHONY: bench-burst
+bench-burst: build $(TEST_TOOLS) ## Print what a burst of BENCH_BURST (200) publishes then unpublishes does in systemd mode (codes, leftovers); BENCH_BURST_TIMEOUT sets --systemd-timeout; not asserted.
+	$(TESTS_GO) test -run '^$$' -bench 'BurstSystemd' -benchtime 1x -count 1 -timeout 30m ./bench/
 
 .PHONY: bench-controller
 bench-controller: build $(TEST_TOOLS) ## Print Pod Reconciler figures for 2,000 pods (time, writes, RSS); not asserted.

@@ -39,25 +39,79 @@ const (
 // writes per workload (from the API server's audit log) and the controller's peak RSS.
 func BenchmarkController(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		runControllerBench(b)
+		r := runControllerBench(b, benchPods, benchNodes, benchPVs)
+		fmt.Printf("\nPod Reconciler: %d workload pods, %d nodes, %d PVs, %d parallel clients\n", r.pods, r.nodes, r.pvs, benchClients)
+		fmt.Printf("  pods created in:                          %6.2f s\n", r.podsDone.Seconds())
+		fmt.Printf("  every workload attached after:            %6.2f s from the first pod (%.2f s after the last pod exists)\n", r.attached.Seconds(), (r.attached - r.podsDone).Seconds())
+		fmt.Printf("  attachments / Mountpoint Pods:            %d / %d (expected %d each), duplicate keys: %d\n", r.attachments, r.mpPods, r.pvs, r.dupKeys)
+		fmt.Printf("  controller API writes:                    %d = %.2f per workload (%s)\n", r.writes, float64(r.writes)/float64(r.pods), r.byResource)
+		fmt.Printf("  controller peak RSS:                      %.1f MiB\n\n", r.peakRSS)
+		fmt.Printf("  reference, Scality 2.2 on this machine: 20.6 s (pods 4.4 s), 1.10 writes per workload, 65 MiB\n\n")
+		b.ReportMetric(r.attached.Seconds(), "attached-s")
+		b.ReportMetric((r.attached - r.podsDone).Seconds(), "after-last-pod-s")
+		b.ReportMetric(float64(r.writes)/float64(r.pods), "writes/workload")
+		b.ReportMetric(r.peakRSS, "peak-RSS-MiB")
+		b.ReportMetric(float64(r.dupKeys), "duplicates")
 	}
 }
 
-func runControllerBench(b *testing.B) {
+// BenchmarkScaleController is BenchmarkController at BENCH_CONTROLLER_PODS workload pods (default
+// 2000,10000,20000), each over pods/10 nodes and pods/10 PVs, one fresh API server per size,
+// printed as one table; also the controller's CPU time over the run.
+func BenchmarkScaleController(b *testing.B) {
+	sizes := []int{2000, 10000, 20000}
+	if s := os.Getenv("BENCH_CONTROLLER_PODS"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 10 {
+				b.Fatalf("BENCH_CONTROLLER_PODS=%q: want integers of at least 10, separated by commas", s)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		var rows []controllerRun
+		for _, n := range sizes {
+			// A sub-benchmark per size: its API server and controller stop before the next.
+			b.Run(strconv.Itoa(n), func(b *testing.B) { rows = append(rows, runControllerBench(b, n, n/10, n/10)) })
+		}
+		fmt.Printf("\nPod Reconciler at scale (%d parallel clients creating the pods; nodes = PVs = pods/10)\n", benchClients)
+		fmt.Printf("%8s %12s %22s %16s %11s %13s %14s\n", "pods", "created s", "attached after last s", "writes/workload", "duplicates", "CPU s (ctrl)", "peak RSS MiB")
+		for _, r := range rows {
+			fmt.Printf("%8d %12.2f %22.2f %16.2f %11d %13.1f %14.1f\n", r.pods, r.podsDone.Seconds(), (r.attached - r.podsDone).Seconds(),
+				float64(r.writes)/float64(r.pods), r.dupKeys, r.cpuSeconds, r.peakRSS)
+		}
+		fmt.Println()
+	}
+}
+
+// controllerRun is one run of the Pod Reconciler benchmark.
+type controllerRun struct {
+	pods, nodes, pvs    int
+	podsDone, attached  time.Duration
+	attachments, mpPods int
+	dupKeys, writes     int
+	byResource          string
+	peakRSS, cpuSeconds float64
+}
+
+func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 	k := harness.StartAPIServer(b, harness.KubeOptions{Audit: true})
 	ctx := context.Background()
 	c := k.Client
 	k.EnsureNamespace(b, "mount-s3")
 	k.EnsureNamespace(b, "bench")
-	for v := 0; v < benchPVs; v++ {
-		name := fmt.Sprintf("pv-%03d", v)
+	for v := 0; v < pvs; v++ {
+		name := fmt.Sprintf("pv-%05d", v)
 		benchVolumeOf(b, k, name, "bucket-"+name)
 	}
 	ctrl := harness.StartController(b, k, harness.ControllerOptions{User: controllerID, LeaderElect: true, ExtraArgs: []string{"--v=0"}})
 	waitLeader(b, k)
+	cpu0 := cpuTicks(b, ctrl.Pid())
 
-	// Pod i uses PV i%200 on the PV's node; the creation order is shuffled.
-	order := rand.New(rand.NewPCG(1, 2)).Perm(benchPods)
+	// Pod i uses PV i%pvs on the PV's node; the creation order is shuffled.
+	order := rand.New(rand.NewPCG(1, 2)).Perm(pods)
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -66,14 +120,14 @@ func runControllerBench(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				v := i % benchPVs
+				v := i % pvs
 				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%04d", i), Namespace: "bench"},
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%06d", i), Namespace: "bench"},
 					Spec: corev1.PodSpec{
-						NodeName:   fmt.Sprintf("node-%03d", v%benchNodes),
+						NodeName:   fmt.Sprintf("node-%05d", v%nodes),
 						Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
 						Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-							PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("claim-pv-%03d", v)}}}},
+							PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("claim-pv-%05d", v)}}}},
 					},
 				}
 				if err := c.Create(ctx, pod); err != nil {
@@ -87,40 +141,29 @@ func runControllerBench(b *testing.B) {
 	}
 	close(jobs)
 	wg.Wait()
-	podsDone := time.Since(start)
+	r := controllerRun{pods: pods, nodes: nodes, pvs: pvs, podsDone: time.Since(start)}
 
-	var attached time.Duration
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		n, _, _ := countAttached(b, c)
-		if n >= benchPods {
-			attached = time.Since(start)
+		if n >= pods {
+			r.attached = time.Since(start)
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d workloads attached after 3 minutes", n, benchPods)
+			b.Fatalf("only %d of %d workloads attached after 10 minutes", n, pods)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // let trailing writes land before counting them
-	_, atts, dupKeys := countAttached(b, c)
+	_, r.attachments, r.dupKeys = countAttached(b, c)
 	var mpPods corev1.PodList
 	must(b, c.List(ctx, &mpPods, client.InNamespace("mount-s3")))
-	peakRSS := vmHWM(b, ctrl.Pid())
-	writes, byResource := controllerWrites(b, k.AuditLog)
-
-	fmt.Printf("\nPod Reconciler: %d workload pods, %d nodes, %d PVs, %d parallel clients\n", benchPods, benchNodes, benchPVs, benchClients)
-	fmt.Printf("  pods created in:                          %6.2f s\n", podsDone.Seconds())
-	fmt.Printf("  every workload attached after:            %6.2f s from the first pod (%.2f s after the last pod exists)\n", attached.Seconds(), (attached - podsDone).Seconds())
-	fmt.Printf("  attachments / Mountpoint Pods:            %d / %d (expected %d each), duplicate keys: %d\n", atts, len(mpPods.Items), benchPVs, dupKeys)
-	fmt.Printf("  controller API writes:                    %d = %.2f per workload (%s)\n", writes, float64(writes)/benchPods, byResource)
-	fmt.Printf("  controller peak RSS:                      %.1f MiB\n\n", float64(peakRSS)/1024)
-	fmt.Printf("  reference, Scality 2.2 on this machine: 20.6 s (pods 4.4 s), 1.10 writes per workload, 65 MiB\n\n")
-	b.ReportMetric(attached.Seconds(), "attached-s")
-	b.ReportMetric((attached - podsDone).Seconds(), "after-last-pod-s")
-	b.ReportMetric(float64(writes)/benchPods, "writes/workload")
-	b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
-	b.ReportMetric(float64(dupKeys), "duplicates")
+	r.mpPods = len(mpPods.Items)
+	r.peakRSS = float64(vmHWM(b, ctrl.Pid())) / 1024
+	r.cpuSeconds = float64(cpuTicks(b, ctrl.Pid())-cpu0) / 100
+	r.writes, r.byResource = controllerWrites(b, k.AuditLog)
+	return r
 }
 
 func must(b *testing.B, err error) {

@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/s3csi/s3-csi-driver/tests/harness"
+)
+
+// idleWindow is how long the node plugin is left alone at each size.
+const idleWindow = 10 * time.Second
+
+// scaleNode is one node plugin under test: it publishes and unpublishes volume i (0-based).
+type scaleNode struct {
+	drv       *harness.Driver
+	metrics   string // host:port of the plugin's metrics
+	publish   func(ctx context.Context, i int) error
+	unpublish func(ctx context.Context, i int) error
+	// prepare readies volume i outside the timed part (pod mode: the workload is attached
+	// and its Mountpoint Pod Running).
+	prepare func(i int)
+}
+
+// BenchmarkScaleNode prints, for each mode, the node plugin's own costs at growing numbers of
+// live mounts (BENCH_SCALE_SIZES, default 10,100,500,1000): CPU while nothing happens (% of one
+// core over idleWindow, /proc/<pid>/stat), RSS, the mount monitor's mean sweep time over that
+// window (s3csi_node_mount_sweep_seconds), and the publish and unpublish latency of one more
+// volume; then RSS once every mount is gone. The mounts are made 10 at a time. Systemd mode: one
+// unit (and stand-in mount-s3) per mount. Pod mode: the workloads spread over 10 volumes, so 10
+// Mountpoint Pods (the harness runs them as processes) each share their mount with the binds of
+// their workloads. Nothing is asserted.
+func BenchmarkScaleNode(b *testing.B) {
+	harness.RequireRoot(b)
+	sizes := []int{10, 100, 500, 1000}
+	if s := os.Getenv("BENCH_SCALE_SIZES"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("BENCH_SCALE_SIZES=%q: want positive integers separated by commas", s)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	modes := []string{"systemd", "pod"}
+	if m := os.Getenv("BENCH_SCALE_MODES"); m != "" {
+		modes = strings.Split(m, ",")
+	}
+	for i := 0; i < b.N; i++ {
+		for _, mode := range modes {
+			var n *scaleNode
+			switch mode {
+			case "systemd":
+				n = scaleSystemd(b)
+			case "pod":
+				n = scalePod(b, sizes[len(sizes)-1]+1)
+			default:
+				b.Fatalf("BENCH_SCALE_MODES: unknown mode %q (systemd, pod)", mode)
+			}
+			runScale(b, mode, n, sizes)
+		}
+	}
+}
+
+func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
+	ctx := context.Background()
+	pid := n.drv.Pid()
+	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
+	fmt.Printf("%12s %13s %9s %15s %14s %16s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms")
+	fmt.Printf("%12d %13s %9.1f %15s %14s %16s\n", 0, "-", rssMiB(b, pid), "-", "-", "-")
+	live := 0
+	for _, size := range sizes {
+		for live < size {
+			batch := min(10, size-live)
+			var wg sync.WaitGroup
+			errs := make([]error, batch)
+			for j := 0; j < batch; j++ {
+				n.prepare(live + j)
+			}
+			for j := 0; j < batch; j++ {
+				wg.Add(1)
+				go func(j int) {
+					defer wg.Done()
+					errs[j] = n.publish(ctx, live+j)
+				}(j)
+			}
+			wg.Wait()
+			for j, err := range errs {
+				if err != nil {
+					b.Fatalf("%s: publish %d: %v", mode, live+j, err)
+				}
+			}
+			live += batch
+		}
+		time.Sleep(3 * time.Second) // let the burst settle
+		sum0, count0 := sweepTotals(b, n.metrics)
+		cpu0 := cpuTicks(b, pid)
+		time.Sleep(idleWindow)
+		cpu := float64(cpuTicks(b, pid)-cpu0) / 100 / idleWindow.Seconds() * 100
+		sum1, count1 := sweepTotals(b, n.metrics)
+		sweep := "-"
+		if count1 > count0 {
+			sweep = fmt.Sprintf("%.1f", (sum1-sum0)/(count1-count0)*1000)
+		}
+		rss := rssMiB(b, pid)
+		extra := live // a volume of its own, made and removed again
+		n.prepare(extra)
+		start := time.Now()
+		if err := n.publish(ctx, extra); err != nil {
+			b.Fatalf("%s: publish one more at %d: %v", mode, size, err)
+		}
+		pub := time.Since(start)
+		start = time.Now()
+		if err := n.unpublish(ctx, extra); err != nil {
+			b.Fatalf("%s: unpublish one more at %d: %v", mode, size, err)
+		}
+		unpub := time.Since(start)
+		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f\n", size, cpu, rss, sweep, ms(pub), ms(unpub))
+	}
+	for j := 0; j < live; j += 10 {
+		var wg sync.WaitGroup
+		for k := j; k < min(j+10, live); k++ {
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				if err := n.unpublish(ctx, k); err != nil {
+					b.Errorf("%s: unpublish %d: %v", mode, k, err)
+				}
+			}(k)
+		}
+		wg.Wait()
+	}
+	time.Sleep(idleWindow)
+	fmt.Printf("%12s %13s %9.1f   (every mount gone, %s later)\n", "0 again", "-", rssMiB(b, pid), idleWindow)
+}
+
+func scaleSystemd(b *testing.B) *scaleNode {
+	s3 := harness.StartS3(b)
+	s3.CreateBucket(b, "bench-bucket")
+	kubelet := harness.NewKubeletDir(b)
+	sd := harness.StartSystemd(b, kubelet)
+	harness.CleanupMounts(b, kubelet)
+	addr := freeAddr(b)
+	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
+		ExtraArgs: []string{"--v=0", "--metrics-address=" + addr}})
+	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
+	return &scaleNode{
+		drv: drv, metrics: addr,
+		prepare: func(i int) {
+			if err := os.MkdirAll(filepath.Dir(target(i)), 0o750); err != nil {
+				b.Fatal(err)
+			}
+		},
+		publish: func(ctx context.Context, i int) error {
+			_, err := drv.Node.NodePublishVolume(ctx, publishReq(target(i)))
+			return err
+		},
+		unpublish: func(ctx context.Context, i int) error {
+			_, err := drv.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "bench-volume", TargetPath: target(i)})
+			return err
+		},
+	}
+}
+
+// scalePodVolumes is how many volumes (so Mountpoint Pods) pod mode's workloads spread over.
+const scalePodVolumes = 10
+
+func scalePod(b *testing.B, workloads int) *scaleNode {
+	k := harness.StartAPIServer(b, harness.KubeOptions{})
+	k.EnsureNamespace(b, "mount-s3")
+	k.EnsureNamespace(b, "bench")
+	s3 := harness.StartS3(b)
+	s3.CreateBucket(b, "pod-bench")
+	kubelet := harness.NewKubeletDir(b)
+	harness.CleanupMounts(b, kubelet)
+	const node = "bench-node"
+	harness.StartController(b, k, harness.ControllerOptions{ExtraArgs: []string{"--v=0"}})
+	harness.StartMountpointKubelet(b, k, node, kubelet, "mount-s3")
+	k.BindRBAC(b, "node-rbac.yaml", "system:node:"+node)
+	addr := freeAddr(b)
+	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, S3: s3, WithCredentials: true, NodeID: node,
+		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + k.Kubeconfig(b, "system:node:"+node), "--v=0", "--metrics-address=" + addr}})
+	pvs := make([]*corev1.PersistentVolume, scalePodVolumes)
+	for v := range pvs {
+		pvs[v] = benchVolume(b, k, fmt.Sprintf("pv-scale-%02d", v))
+	}
+	pods := make([]*corev1.Pod, workloads)
+	req := func(i int) *csi.NodePublishVolumeRequest {
+		pv := pvs[i%scalePodVolumes]
+		return &csi.NodePublishVolumeRequest{
+			VolumeId:   pv.Spec.CSI.VolumeHandle,
+			TargetPath: harness.TargetPath(b, kubelet, string(pods[i].UID), pv.Name),
+			VolumeCapability: &csi.VolumeCapability{
+				AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+				AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+			},
+			VolumeContext: map[string]string{"bucketName": "pod-bench", "csi.storage.k8s.io/pod.uid": string(pods[i].UID)},
+		}
+	}
+	return &scaleNode{
+		drv: drv, metrics: addr,
+		prepare: func(i int) {
+			pods[i] = benchWorkload(b, k, pvs[i%scalePodVolumes], node, fmt.Sprintf("w%05d", i))
+		},
+		publish: func(ctx context.Context, i int) error {
+			_, err := drv.Node.NodePublishVolume(ctx, req(i))
+			return err
+		},
+		unpublish: func(ctx context.Context, i int) error {
+			_, err := drv.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: req(i).VolumeId, TargetPath: req(i).TargetPath})
+			return err
+		},
+	}
+}
+
+// sweepTotals reads the sum and count of s3csi_node_mount_sweep_seconds.
+func sweepTotals(b *testing.B, addr string) (sum, count float64) {
+	text, err := harness.Scrape("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatalf("metrics: %v", err)
+	}
+	sum, _ = harness.MetricSum(text, "s3csi_node_mount_sweep_seconds_sum")
+	count, _ = harness.MetricSum(text, "s3csi_node_mount_sweep_seconds_count")
+	return sum, count
+}
+
+// cpuTicks returns utime+stime of pid in clock ticks (USER_HZ, 100 on Linux).
+func cpuTicks(b *testing.B, pid int) int64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command (which may hold spaces) start after the last ')'.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return utime + stime
+}
+
+// rssMiB returns the resident set of pid in MiB.
+func rssMiB(b *testing.B, pid int) float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
