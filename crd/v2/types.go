@@ -48,9 +48,9 @@ type MountpointS3PodAttachmentSpec struct {
 	// +optional
 	WorkloadFSGroup string `json:"workloadFSGroup"`
 	// AuthenticationSource is the PV's authenticationSource: "driver" or "secret". It is absent
-	// from the attachments of Scality's driver 2.x, whose sharing key has no such field
-	// (../shared/reference/anchors.md §6.2-§6.3); this controller keeps such an attachment's
-	// workloads until they end, never adds one to it, and always sets the field on its own.
+	// from the attachments of Scality's driver 2.x, whose sharing key has no such field; this
+	// controller keeps such an attachment's workloads until they end, never adds one to it, and
+	// always sets the field on its own.
 	// +kubebuilder:validation:Enum=driver;secret
 	// +optional
 	AuthenticationSource string `json:"authenticationSource,omitempty"`

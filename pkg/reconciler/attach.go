@@ -161,6 +161,12 @@ func (r *Reconciler) attachments(ctx context.Context, key podcontract.Key) (*crd
 			dups = append(dups, &list.Items[i])
 		}
 	}
+	if cur == nil && key.AuthSource == "" && len(dups) > 0 {
+		// Scality 2.x's attachment (generated name): kept and updated under its own name, so
+		// that its workloads are never briefly in two attachments and a rollback finds it.
+		slices.SortFunc(dups, func(a, b *crdv2.MountpointS3PodAttachment) int { return compareStrings(a.Name, b.Name) })
+		cur, dups = dups[0], dups[1:]
+	}
 	return r.overlay.resolve(key, cur), dups, nil
 }
 

@@ -50,7 +50,7 @@ func (e *env) mountpointPod2x(workload *corev1.Pod, pvName string) *corev1.Pod {
 	return p
 }
 
-func (e *env) attachment2x(pvName, node, mp string, workloads ...*corev1.Pod) {
+func (e *env) attachment2x(pvName, node, mp string, workloads ...*corev1.Pod) string {
 	e.t.Helper()
 	a := &crdv2.MountpointS3PodAttachment{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "s3pa-", Labels: map[string]string{podcontract.LabelDriverVersion: version2x}},
@@ -66,6 +66,7 @@ func (e *env) attachment2x(pvName, node, mp string, workloads ...*corev1.Pod) {
 	if err := e.c.Create(context.Background(), a); err != nil {
 		e.t.Fatalf("create 2.x attachment (the CRD must accept one without authenticationSource): %v", err)
 	}
+	return a.Name
 }
 
 // TestAttachmentsOf2xAreKeptUntilTheirWorkloadsEnd: after an upgrade from Scality's 2.x, the
@@ -83,7 +84,7 @@ func TestAttachmentsOf2xAreKeptUntilTheirWorkloadsEnd(t *testing.T) {
 	e.setPhase(w1, corev1.PodRunning)
 	e.setPhase(w2, corev1.PodRunning)
 	mp := e.mountpointPod2x(w1, pvName)
-	e.attachment2x(pvName, node, mp.Name, w1, w2)
+	name2x := e.attachment2x(pvName, node, mp.Name, w1, w2)
 
 	// The upgrade: this controller starts and sees them (every workload event enqueues the
 	// attachments recording it).
@@ -101,6 +102,9 @@ func TestAttachmentsOf2xAreKeptUntilTheirWorkloadsEnd(t *testing.T) {
 		}
 		if got == nil {
 			return "the 2.x attachment is gone"
+		}
+		if got.Name != name2x {
+			return fmt.Sprintf("the 2.x attachment %s was replaced by %s (a rollback to 2.x must find its own)", name2x, got.Name)
 		}
 		if len(got.Spec.MountpointS3PodAttachments) != 1 || got.Spec.MountpointS3PodAttachments[mp.Name] == nil {
 			return fmt.Sprintf("2.x attachment %v, want its Mountpoint Pod %s alone", workloadsOf(*got), mp.Name)
