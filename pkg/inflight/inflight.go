@@ -42,8 +42,11 @@ func (s *Set) Acquire(ctx context.Context, key string) (release func(), ok bool)
 		s.mu.Lock()
 		background, busy := s.busy[key]
 		if !busy || !background {
+			// Decided and taken under one lock: background work that takes the key again
+			// between a wake-up and the take must make this call wait, not fail.
+			release, ok := s.tryLocked(key, false)
 			s.mu.Unlock()
-			return s.try(key, false)
+			return release, ok
 		}
 		if s.released == nil {
 			s.released = make(chan struct{})
@@ -86,6 +89,11 @@ func (s *Set) Lock(ctx context.Context, key string) (release func(), err error) 
 func (s *Set) try(key string, background bool) (func(), bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.tryLocked(key, background)
+}
+
+// tryLocked is try with s.mu held.
+func (s *Set) tryLocked(key string, background bool) (func(), bool) {
 	if _, busy := s.busy[key]; busy {
 		return nil, false
 	}

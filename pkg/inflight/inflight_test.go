@@ -163,3 +163,37 @@ func TestLockWaits(t *testing.T) {
 		t.Errorf("%d keys kept", left)
 	}
 }
+
+// TestForegroundNeverFailsBecauseOfBackground: background work that releases a key and takes
+// it again at once (the mount monitor's checks of one target in a sweep) never makes a
+// foreground Acquire fail: it waits and gets the key. Taking the key is decided under the
+// same lock as the look at who holds it.
+func TestForegroundNeverFailsBecauseOfBackground(t *testing.T) {
+	var s Set
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if release, ok := s.TryAcquireBackground("k"); ok {
+				release()
+			}
+		}
+	}()
+	for i := 0; i < 20000; i++ {
+		release, ok := s.Acquire(context.Background(), "k")
+		if !ok {
+			close(stop)
+			<-done
+			t.Fatalf("Acquire %d failed while only background work held the key", i)
+		}
+		release()
+	}
+	close(stop)
+	<-done
+}
