@@ -76,9 +76,10 @@ type Config struct {
 // Mounter runs mount-s3 as transient systemd units. It is safe for concurrent use on distinct
 // targets; callers serialise operations on the same target.
 type Mounter struct {
-	cfg    Config
-	bus    *bus
-	health *mounthealth.Checker
+	cfg     Config
+	bus     *bus
+	health  *mounthealth.Checker
+	records recordCache // what Targets and Recorded read every monitor sweep
 }
 
 var _ mounter.Mounter = (*Mounter)(nil)
@@ -681,18 +682,22 @@ func (m *Mounter) Targets() []mounter.Target {
 		return nil
 	}
 	var out []mounter.Target
+	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		if rec, err := readRecord(filepath.Join(m.cfg.StateDir, e.Name())); err == nil && rec.Target != "" {
+		dir := filepath.Join(m.cfg.StateDir, e.Name())
+		seen[dir] = true
+		if rec, err := m.records.read(dir); err == nil && rec.Target != "" {
 			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID, PVName: rec.PVName, Recovery: rec.Recovery,
 				WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
 		}
 	}
+	m.records.keepOnly(seen)
 	return out
 }
 
 // Recorded implements mounter.Repairer.
 func (m *Mounter) Recorded(target string) bool {
-	_, err := readRecord(m.stateDir(target))
+	_, err := m.records.read(m.stateDir(target))
 	return err == nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -161,6 +163,70 @@ func readRecord(dir string) (record, error) {
 		return r, fmt.Errorf("parse mount record: %w", err)
 	}
 	return r, nil
+}
+
+// recordCache keeps parsed records by state directory, each with the identity of the file it
+// was read from (inode, size, modification time): a record is parsed again only after it was
+// written again (writeRecord replaces the file), so a monitor sweep over many mounts costs a
+// stat per record instead of a read and a parse. Safe for concurrent use.
+type recordCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedRecord
+}
+
+type cachedRecord struct {
+	ino, size int64
+	mod       time.Time
+	rec       record
+}
+
+// read returns the record in dir, as readRecord does.
+func (c *recordCache) read(dir string) (record, error) {
+	path := filepath.Join(dir, recordFileName)
+	st, err := os.Stat(path)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.entries, dir)
+		c.mu.Unlock()
+		return record{}, err
+	}
+	ino := fileIno(st)
+	c.mu.Lock()
+	e, ok := c.entries[dir]
+	c.mu.Unlock()
+	if ok && e.ino == ino && e.size == st.Size() && e.mod.Equal(st.ModTime()) {
+		return e.rec, nil
+	}
+	rec, err := readRecord(dir)
+	if err != nil {
+		return rec, err
+	}
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = map[string]cachedRecord{}
+	}
+	c.entries[dir] = cachedRecord{ino: ino, size: st.Size(), mod: st.ModTime(), rec: rec}
+	c.mu.Unlock()
+	return rec, nil
+}
+
+// keepOnly forgets the directories not in dirs (their mounts were unpublished).
+func (c *recordCache) keepOnly(dirs map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for d := range c.entries {
+		if !dirs[d] {
+			delete(c.entries, d)
+		}
+	}
+}
+
+// fileIno is the inode of a file (0 where the platform does not say).
+func fileIno(st os.FileInfo) int64 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return int64(sys.Ino) //nolint:gosec // G115: an inode number only compared for equality
+	}
+	return 0
 }
 
 // tail returns at most the last n bytes of a file, trimmed, or "" when it cannot be read.

@@ -380,3 +380,36 @@ func TestLeftReadsTheSignal(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordCache: a cached record is read again once it was written again, and a removed one
+// is gone.
+func TestRecordCache(t *testing.T) {
+	dir := t.TempDir()
+	var c recordCache
+	if _, err := c.read(dir); err == nil {
+		t.Fatal("a directory without a record read as recorded")
+	}
+	if err := writeRecord(dir, record{VolumeID: "v1", Target: "/t"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if r, err := c.read(dir); err != nil || r.VolumeID != "v1" {
+			t.Fatalf("read %d: %+v, %v", i, r, err)
+		}
+	}
+	if err := writeRecord(dir, record{VolumeID: "v2", Target: "/t"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.read(dir); err != nil || r.VolumeID != "v2" {
+		t.Fatalf("after a new write: %+v, %v, want v2", r, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.read(dir); err == nil {
+		t.Fatal("a removed record still read")
+	}
+	if len(c.entries) != 0 {
+		t.Errorf("%d entries kept for removed records", len(c.entries))
+	}
+}

@@ -23,6 +23,7 @@ const idleWindow = 10 * time.Second
 // scaleNode is one node plugin under test: it publishes and unpublishes volume i (0-based).
 type scaleNode struct {
 	drv       *harness.Driver
+	diagnose  func() string // what to print when a call fails (the manager's log tail)
 	metrics   string // host:port of the plugin's metrics
 	publish   func(ctx context.Context, i int) error
 	unpublish func(ctx context.Context, i int) error
@@ -63,7 +64,7 @@ func BenchmarkScaleNode(b *testing.B) {
 			case "systemd":
 				n = scaleSystemd(b)
 			case "pod":
-				n = scalePod(b, sizes[len(sizes)-1]+1)
+				n = scalePod(b)
 			default:
 				b.Fatalf("BENCH_SCALE_MODES: unknown mode %q (systemd, pod)", mode)
 			}
@@ -97,7 +98,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 			wg.Wait()
 			for j, err := range errs {
 				if err != nil {
-					b.Fatalf("%s: publish %d: %v", mode, live+j, err)
+					b.Fatalf("%s: publish %d: %v\n%s", mode, live+j, err, n.diagnose())
 				}
 			}
 			live += batch
@@ -113,7 +114,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 			sweep = fmt.Sprintf("%.1f", (sum1-sum0)/(count1-count0)*1000)
 		}
 		rss := rssMiB(b, pid)
-		extra := live // a volume of its own, made and removed again
+		extra := 1_000_000 + size // a volume of its own, made and removed again
 		n.prepare(extra)
 		start := time.Now()
 		if err := n.publish(ctx, extra); err != nil {
@@ -156,6 +157,7 @@ func scaleSystemd(b *testing.B) *scaleNode {
 	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
 	return &scaleNode{
 		drv: drv, metrics: addr,
+		diagnose: func() string { l := sd.Log(); return l[max(0, len(l)-3000):] },
 		prepare: func(i int) {
 			if err := os.MkdirAll(filepath.Dir(target(i)), 0o750); err != nil {
 				b.Fatal(err)
@@ -175,7 +177,7 @@ func scaleSystemd(b *testing.B) *scaleNode {
 // scalePodVolumes is how many volumes (so Mountpoint Pods) pod mode's workloads spread over.
 const scalePodVolumes = 10
 
-func scalePod(b *testing.B, workloads int) *scaleNode {
+func scalePod(b *testing.B) *scaleNode {
 	k := harness.StartAPIServer(b, harness.KubeOptions{})
 	k.EnsureNamespace(b, "mount-s3")
 	k.EnsureNamespace(b, "bench")
@@ -194,23 +196,26 @@ func scalePod(b *testing.B, workloads int) *scaleNode {
 	for v := range pvs {
 		pvs[v] = benchVolume(b, k, fmt.Sprintf("pv-scale-%02d", v))
 	}
-	pods := make([]*corev1.Pod, workloads)
+	var pods sync.Map // volume index → its workload pod
 	req := func(i int) *csi.NodePublishVolumeRequest {
 		pv := pvs[i%scalePodVolumes]
+		v, _ := pods.Load(i)
+		w := v.(*corev1.Pod)
 		return &csi.NodePublishVolumeRequest{
 			VolumeId:   pv.Spec.CSI.VolumeHandle,
-			TargetPath: harness.TargetPath(b, kubelet, string(pods[i].UID), pv.Name),
+			TargetPath: harness.TargetPath(b, kubelet, string(w.UID), pv.Name),
 			VolumeCapability: &csi.VolumeCapability{
 				AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
 				AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
 			},
-			VolumeContext: map[string]string{"bucketName": "pod-bench", "csi.storage.k8s.io/pod.uid": string(pods[i].UID)},
+			VolumeContext: map[string]string{"bucketName": "pod-bench", "csi.storage.k8s.io/pod.uid": string(w.UID)},
 		}
 	}
 	return &scaleNode{
 		drv: drv, metrics: addr,
+		diagnose: func() string { l := drv.Log(); return l[max(0, len(l)-3000):] },
 		prepare: func(i int) {
-			pods[i] = benchWorkload(b, k, pvs[i%scalePodVolumes], node, fmt.Sprintf("w%05d", i))
+			pods.Store(i, benchWorkload(b, k, pvs[i%scalePodVolumes], node, fmt.Sprintf("w%07d", i)))
 		},
 		publish: func(ctx context.Context, i int) error {
 			_, err := drv.Node.NodePublishVolume(ctx, req(i))
