@@ -24,7 +24,7 @@ const idleWindow = 10 * time.Second
 type scaleNode struct {
 	drv       *harness.Driver
 	diagnose  func() string // what to print when a call fails (the manager's log tail)
-	metrics   string // host:port of the plugin's metrics
+	metrics   string        // host:port of the plugin's metrics
 	publish   func(ctx context.Context, i int) error
 	unpublish func(ctx context.Context, i int) error
 	// prepare readies volume i outside the timed part (pod mode: the workload is attached
