@@ -58,15 +58,7 @@ func runPodBench(b *testing.B) {
 		a, bb := benchWorkload(b, k, pv, node, "a"), benchWorkload(b, k, pv, node, "b")
 		waitAttachedAndRunning(b, k, node, pv.Name, 2)
 		for _, w := range []*corev1.Pod{a, bb} {
-			req := &csi.NodePublishVolumeRequest{
-				VolumeId:   pv.Spec.CSI.VolumeHandle,
-				TargetPath: harness.TargetPath(b, kubelet, string(w.UID), pv.Name),
-				VolumeCapability: &csi.VolumeCapability{
-					AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-					AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
-				},
-				VolumeContext: map[string]string{"bucketName": "pod-bench", "csi.storage.k8s.io/pod.uid": string(w.UID)},
-			}
+			req := podPublishReq(b, kubelet, pv, w)
 			start := time.Now()
 			if _, err := drv.Node.NodePublishVolume(ctx, req); err != nil {
 				b.Fatalf("publish %s: %v\n%s", w.Name, err, drv.Log())
@@ -193,4 +185,17 @@ func waitAttachedAndRunning(b *testing.B, k *harness.Kube, node, pv string, n in
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("PV %s: Mountpoint Pod not attached and Running", pv)
+}
+
+// podPublishReq is kubelet's NodePublishVolume of pv (bucket pod-bench) for workload w.
+func podPublishReq(b *testing.B, kubelet string, pv *corev1.PersistentVolume, w *corev1.Pod) *csi.NodePublishVolumeRequest {
+	return &csi.NodePublishVolumeRequest{
+		VolumeId:   pv.Spec.CSI.VolumeHandle,
+		TargetPath: harness.TargetPath(b, kubelet, string(w.UID), pv.Name),
+		VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+		},
+		VolumeContext: map[string]string{"bucketName": "pod-bench", "csi.storage.k8s.io/pod.uid": string(w.UID)},
+	}
 }

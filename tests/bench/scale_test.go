@@ -200,16 +200,7 @@ func scalePod(b *testing.B) *scaleNode {
 	req := func(i int) *csi.NodePublishVolumeRequest {
 		pv := pvs[i%scalePodVolumes]
 		v, _ := pods.Load(i)
-		w := v.(*corev1.Pod)
-		return &csi.NodePublishVolumeRequest{
-			VolumeId:   pv.Spec.CSI.VolumeHandle,
-			TargetPath: harness.TargetPath(b, kubelet, string(w.UID), pv.Name),
-			VolumeCapability: &csi.VolumeCapability{
-				AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-				AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
-			},
-			VolumeContext: map[string]string{"bucketName": "pod-bench", "csi.storage.k8s.io/pod.uid": string(w.UID)},
-		}
+		return podPublishReq(b, kubelet, pv, v.(*corev1.Pod))
 	}
 	return &scaleNode{
 		drv: drv, metrics: addr,
