@@ -459,6 +459,7 @@ func testNodePluginRestart(t *testing.T) {
 // controller (Pod Reconciler and CSI controller) in the middle: every workload runs, with
 // exactly one attachment and one Mountpoint Pod per volume.
 func testControllerBurst(t *testing.T) {
+	start := time.Now()
 	setMode(t, "pod")
 	ns := newNamespace(t, "burst")
 	const volumes, perVolume = 10, 5
@@ -468,6 +469,7 @@ func testControllerBurst(t *testing.T) {
 		env.s3.CreateBucket(t, bucket)
 		claims = append(claims, staticVolume(t, ns, fmt.Sprintf("v%d", v), bucket, volumeOpts{}))
 	}
+	t.Logf("%d volumes bound after %s", volumes, time.Since(start).Round(time.Second))
 	var pods []*corev1.Pod
 	for i := 0; i < volumes*perVolume; i++ {
 		pods = append(pods, workload(t, ns, fmt.Sprintf("w%02d", i), claims[i%volumes], podOpts{}))
@@ -475,7 +477,9 @@ func testControllerBurst(t *testing.T) {
 			mustRun(t)(kubectl(t, "-n", releaseNS, "delete", "pod", "-l", "app=s3-csi-controller", "--wait=false"))
 		}
 	}
+	t.Logf("%d workloads created after %s", len(pods), time.Since(start).Round(time.Second))
 	waitRunning(t, 5*time.Minute, pods...)
+	t.Logf("every workload Running after %s", time.Since(start).Round(time.Second))
 	st := currentState(t)
 	if len(st.attachments) != volumes || len(st.mpPods) != volumes {
 		t.Errorf("want exactly %d attachments and Mountpoint Pods (one per volume), got %d and %d: %s", volumes, len(st.attachments), len(st.mpPods), st)

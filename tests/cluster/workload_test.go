@@ -86,6 +86,17 @@ func staticVolume(t *testing.T, ns, name, bucket string, o volumeOpts) (claim st
 	}
 	harness.Must(t, env.c.Create(ctx, pv))
 	t.Cleanup(func() { _ = env.c.Delete(context.Background(), pv) })
+	// The claim comes once the PV controller has seen the volume: a claim it sees first, naming
+	// a volume not in its cache yet, waits for its periodic resync (measured: about 20 s a
+	// claim, 3m21s for the burst scenario's ten).
+	harness.Eventually(t, time.Minute, func() string {
+		var cur corev1.PersistentVolume
+		harness.Must(t, env.c.Get(ctx, client.ObjectKeyFromObject(pv), &cur))
+		if cur.Status.Phase == "" || cur.Status.Phase == corev1.VolumePending {
+			return fmt.Sprintf("PV %s is %q", pv.Name, cur.Status.Phase)
+		}
+		return ""
+	})
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
