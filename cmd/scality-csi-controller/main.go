@@ -39,6 +39,7 @@ type options struct {
 	serviceAccount     string
 	pullSecrets        string
 	batchWindow        time.Duration
+	pprofAddress       string
 	resyncInterval     time.Duration
 	orphanGrace        time.Duration
 	workers            int
@@ -68,6 +69,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default $POD_NAMESPACE; in-cluster default otherwise)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "scality-csi-controller", "name of the leader election Lease")
 	fs.StringVar(&o.metricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.pprofAddress, "pprof-address", "", "address serving Go's profiles (/debug/pprof/), for measuring the controller, e.g. 127.0.0.1:8082 (none when empty, the default)")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", ":8081", "address of /healthz and /readyz (0 disables them)")
 	fs.StringVar(&o.defaultMounter, "default-mounter", string(mountmode.Default), "cluster default mount mode (systemd or pod); a node's s3.csi.scality.com/mounter label overrides it. Mountpoint Pods are created only for workloads on pod-mode nodes")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
@@ -159,9 +161,10 @@ func run(o options, cfg reconciler.Config) error {
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         reconciler.CacheOptions(),
+		Cache:                         reconciler.CacheOptions(cfg.MountpointPod.Namespace),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
 		HealthProbeBindAddress:        o.healthProbeAddress,
+		PprofBindAddress:              o.pprofAddress,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNS,

@@ -27,6 +27,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
+	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
 	"github.com/s3csi/s3-csi-driver/pkg/nodeplugin"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -61,6 +62,8 @@ type options struct {
 	restartPods         bool
 	mountPath           string
 	metricsAddress      string
+	profiling           bool
+	probesPerCheck      int
 	emptyBucketBudget   time.Duration
 	showVersion         bool
 }
@@ -101,7 +104,9 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.healthTimeout, "health-timeout", 5*time.Second, "node mode: how long mount-s3 has to answer a liveness check (statfs) before its mount counts as dead")
 	fs.BoolVar(&o.restartPods, "restart-pods", false, "node mode: let the recovery policy restart-pod (volume attribute mountRecovery) delete a workload pod whose containers cannot see a repaired mount; needs pods get/delete and persistentvolumeclaims get (Helm node.restartPods binds them); when false such volumes are repaired only, with an Event saying so")
 	fs.DurationVar(&o.healthInterval, "health-check-interval", 2*time.Second, "node mode: how often every published mount is checked, and a dead one mounted again, without waiting for kubelet (besides the checks systemd's unit signals and Mountpoint Pod changes trigger); 0 turns the monitor off: dead mounts are then repaired by kubelet's republish only")
+	fs.IntVar(&o.probesPerCheck, "health-probes-per-check", mountmonitor.DefaultProbesPerCheck, "node mode: at most this many mount-s3 daemons are asked to answer (statfs) at each periodic check, those asked longest ago first, so a node with many mounts probes each every few checks; a daemon that exits is seen at once anyway (systemd's unit signal, the Mountpoint Pod's mount.err), and every check still looks every mount up in the mount table; 0 probes every daemon at every check")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
+	fs.BoolVar(&o.profiling, "profiling", false, "node mode: also serve Go's profiles (/debug/pprof/) on --metrics-address, for measuring the plugin; off by default")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
 
@@ -150,6 +155,9 @@ func (o *options) validate() error {
 	}
 	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval < 0 || o.attachmentWait <= 0 {
 		errs = append(errs, errors.New("--pod-sweep-interval, --api-timeout, --attachment-wait and --health-timeout must be positive, --health-check-interval not negative"))
+	}
+	if o.probesPerCheck < 0 {
+		errs = append(errs, fmt.Errorf("--health-probes-per-check must not be negative, not %d (0 probes every mount-s3 at every check)", o.probesPerCheck))
 	}
 	if o.s3CABundle != "" && !filepath.IsAbs(o.s3CABundle) {
 		errs = append(errs, fmt.Errorf("--s3-ca-bundle must be an absolute path, not %q", o.s3CABundle))
@@ -245,9 +253,11 @@ func run(ctx context.Context, o options) error {
 		RegistrationEndpoint: o.registrationPath,
 		HealthTimeout:        o.healthTimeout,
 		HealthCheckInterval:  o.healthInterval,
+		HealthProbesPerCheck: probesPerCheck(o.probesPerCheck),
 		RestartPods:          o.restartPods,
 		MountPath:            o.mountPath,
 		MetricsAddress:       o.metricsAddress,
+		Profiling:            o.profiling,
 	})
 }
 
@@ -311,4 +321,13 @@ func runController(ctx context.Context, o options, creds *credentials.Credential
 	srv.RegisterIdentity(driver.NewIdentityServer(true, nil))
 	srv.RegisterController(cs)
 	return srv.Run(ctx)
+}
+
+// probesPerCheck maps --health-probes-per-check (0: every daemon) to
+// mountmonitor.Config.ProbesPerCheck (negative: every daemon).
+func probesPerCheck(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

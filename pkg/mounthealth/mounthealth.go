@@ -9,9 +9,10 @@
 // from the kernel's cache long after the daemon died.
 //
 // The mount table is read first and the path touched only when it holds a mount-s3 mount; the
-// probe runs in its own goroutine, so a caller waits at most the deadline. A probe stuck in an
-// unresponsive daemon stays blocked until the mount is aborted (a forced unmount); while it is,
-// further checks of the same path report Dead at once instead of piling up blocked probes.
+// probe runs in its own goroutine, so a caller waits at most the deadline; checks of one path at
+// the same time share one probe. A probe stuck in an unresponsive daemon stays blocked until the
+// mount is aborted (a forced unmount); once it is older than the deadline, further checks of the
+// same path report Dead at once instead of piling up blocked probes.
 package mounthealth
 
 import (
@@ -55,6 +56,10 @@ type Result struct {
 	// Ours lists, top first, the mounts at the path the driver may remove: mount-s3 mounts and
 	// guards, down to the first mount of something else.
 	Ours []mounttable.Entry
+	// Unprobed is true when State is Live from the mount table alone (Classify): a mount-s3
+	// mount is on top, and its daemon was not asked. A dead daemon's mount stays in the table
+	// until it is unmounted, so such a Live says nothing about the daemon.
+	Unprobed bool
 }
 
 // DefaultTimeout is how long a daemon has to answer when Checker.Timeout is zero.
@@ -71,7 +76,7 @@ type Checker struct {
 	Statfs func(path string) error
 
 	mu      sync.Mutex
-	pending map[string]time.Time // paths whose probe has not returned, since when
+	pending map[string]*probeCall // paths whose statfs has not returned
 }
 
 // Check reports what path holds. It returns an error only when the mount table cannot be read.
@@ -113,8 +118,41 @@ func (c *Checker) CheckIn(ctx context.Context, path string, s Snapshot) Result {
 	return c.result(ctx, path, s[path])
 }
 
+// Classify is CheckIn without the probe: a mount-s3 mount on top is reported Live with
+// Unprobed set. Probe it (Probe, once per ProbeKey) to know whether its daemon serves it.
+func (c *Checker) Classify(path string, s Snapshot) Result {
+	r := classify(s[path])
+	r.Unprobed = r.State == Live
+	return r
+}
+
+// ProbeKey identifies the FUSE connection behind a Live or Dead result's mount (the mount's
+// device number): paths with the same key are served by one daemon (a mount and its bind
+// mounts), so one Probe answers for all of them.
+func ProbeKey(r Result) string {
+	if r.Entry == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", r.Entry.Major, r.Entry.Minor)
+}
+
+// Probe asks the daemon behind the mount-s3 mount at path to answer, as Check does, and
+// returns nil when it did, else why the mount counts as dead.
+func (c *Checker) Probe(ctx context.Context, path string) error { return c.probe(ctx, path) }
+
 // result classifies the mounts stacked at path (bottom to top) and probes the top one.
 func (c *Checker) result(ctx context.Context, path string, stack []mounttable.Entry) Result {
+	r := classify(stack)
+	if r.State == Live {
+		if r.Cause = c.probe(ctx, path); r.Cause != nil {
+			r.State = Dead
+		}
+	}
+	return r
+}
+
+// classify reads the mounts stacked at a path (bottom to top); a mount-s3 mount on top is Live.
+func classify(stack []mounttable.Entry) Result {
 	var r Result
 	for i := len(stack) - 1; i >= 0; i-- {
 		e := stack[i]
@@ -133,11 +171,7 @@ func (c *Checker) result(ctx context.Context, path string, stack []mounttable.En
 	case !mounttable.IsMountS3(r.Entry):
 		r.State = Foreign
 	default:
-		if r.Cause = c.probe(ctx, path); r.Cause != nil {
-			r.State = Dead
-		} else {
-			r.State = Live
-		}
+		r.State = Live
 	}
 	return r
 }
@@ -145,41 +179,54 @@ func (c *Checker) result(ctx context.Context, path string, stack []mounttable.En
 // ErrNoAnswer is the cause of a Dead mount whose daemon did not answer in time.
 var ErrNoAnswer = errors.New("mount-s3 did not answer")
 
-// probe returns nil when the daemon behind path answers, else why it is considered dead.
+// probeCall is one statfs of a path in flight; err is set before done is closed.
+type probeCall struct {
+	since time.Time
+	done  chan struct{}
+	err   error
+}
+
+// probe returns nil when the daemon behind path answers, else why it is considered dead. Checks
+// of one path at the same time share one statfs: a caller that finds one in flight waits for its
+// answer (within its own deadline), unless it has been in flight longer than the deadline: the
+// daemon is stuck, the caller gets Dead at once instead of another blocked statfs.
 func (c *Checker) probe(ctx context.Context, path string) error {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	c.mu.Lock()
-	if since, ok := c.pending[path]; ok {
+	call, ok := c.pending[path]
+	if ok && time.Since(call.since) >= timeout {
 		c.mu.Unlock()
-		return fmt.Errorf("%w: a check started %v ago has not returned", ErrNoAnswer, time.Since(since).Round(time.Second))
+		return fmt.Errorf("%w: a check started %v ago has not returned", ErrNoAnswer, time.Since(call.since).Round(time.Second))
 	}
-	if c.pending == nil {
-		c.pending = map[string]time.Time{}
+	if !ok {
+		if c.pending == nil {
+			c.pending = map[string]*probeCall{}
+		}
+		call = &probeCall{since: time.Now(), done: make(chan struct{})}
+		c.pending[path] = call
+		statfs := c.Statfs
+		if statfs == nil {
+			statfs = func(p string) error { var st syscall.Statfs_t; return syscall.Statfs(p, &st) }
+		}
+		go func() {
+			err := statfs(path)
+			c.mu.Lock()
+			delete(c.pending, path)
+			call.err = err
+			c.mu.Unlock()
+			close(call.done)
+		}()
 	}
-	c.pending[path] = time.Now()
 	c.mu.Unlock()
-
-	statfs := c.Statfs
-	if statfs == nil {
-		statfs = func(p string) error { var st syscall.Statfs_t; return syscall.Statfs(p, &st) }
-	}
-	done := make(chan error, 1)
-	go func() {
-		err := statfs(path)
-		c.mu.Lock()
-		delete(c.pending, path)
-		c.mu.Unlock()
-		done <- err
-	}()
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(timeout - time.Since(call.since))
 	defer timer.Stop()
 	select {
-	case err := <-done:
-		if isDead(err) {
-			return err
+	case <-call.done:
+		if isDead(call.err) {
+			return call.err
 		}
 		return nil // an answer, even an error such as ENOSYS, means a daemon serves the mount
 	case <-timer.C:

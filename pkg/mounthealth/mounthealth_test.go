@@ -152,3 +152,39 @@ func TestCheckNeverBlocks(t *testing.T) {
 		t.Errorf("after the probe returned: %s, want a fresh probe (Live)", r.State)
 	}
 }
+
+// TestConcurrentChecksShareOneProbe: a check that finds a probe of its path in flight, younger
+// than the deadline, waits for that probe's answer instead of calling the mount dead (the
+// monitor's sweep and a publish's own check often meet on one target).
+func TestConcurrentChecksShareOneProbe(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	c := &Checker{Table: table(t), Timeout: 5 * time.Second, Statfs: func(string) error {
+		if calls.Add(1) == 1 {
+			close(started)
+		}
+		<-release
+		return nil
+	}}
+	first := make(chan Result, 1)
+	go func() {
+		r, _ := c.Check(context.Background(), "/k/pods/a/mount")
+		first <- r
+	}()
+	<-started
+	second := make(chan Result, 1)
+	go func() {
+		r, _ := c.Check(context.Background(), "/k/pods/a/mount")
+		second <- r
+	}()
+	time.Sleep(50 * time.Millisecond) // the second check is waiting on the first's probe
+	close(release)
+	for i, ch := range []chan Result{first, second} {
+		if r := <-ch; r.State != Live {
+			t.Errorf("check %d = %s (%v), want Live: the daemon answered", i+1, r.State, r.Cause)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d probes for two checks at the same time, want 1", n)
+	}
+}

@@ -5,8 +5,10 @@
 // containers restarted by kubelet, get a live mount; running containers whose volumeMount has
 // HostToContainer propagation see it live again without a restart.
 //
-// It checks every target periodically (Interval), and at once when told something may have
-// died (Trigger: a systemd unit left "active", a Mountpoint Pod's container restarted). Repairs
+// It checks every target periodically (Interval: every target looked up in one read of the
+// mount table, at most ProbesPerCheck mount-s3 daemons probed, one probe per daemon), and at
+// once when told something may have died (Trigger: a systemd unit left "active", a Mountpoint
+// Pod's mount-s3 exited; every daemon probed) or an unpublish took mounts away. Repairs
 // of one target back off (Interval doubling up to a minute) while they keep failing. A target
 // kubelet is working on (the node server holds its lock) is skipped until the next round.
 package mountmonitor
@@ -65,7 +67,15 @@ type Config struct {
 	Locks Locker
 	// Interval is the period of the full check (default 2 s).
 	Interval time.Duration
+	// ProbesPerCheck bounds how many mount-s3 daemons a periodic check asks to answer
+	// (DefaultProbesPerCheck when zero; negative: every one, every time). Every check still
+	// looks every target up in the mount table; a Trigger probes them all.
+	ProbesPerCheck int
 }
+
+// DefaultProbesPerCheck is Config.ProbesPerCheck's default: below it every mount is probed at
+// every check; at 1,000 mounts each is probed every 10 checks.
+const DefaultProbesPerCheck = 100
 
 // Monitor checks and repairs the mounts of one node.
 type Monitor struct {
@@ -76,8 +86,10 @@ type Monitor struct {
 	trigger   chan struct{}
 	metrics   *metrics
 
-	mu      sync.Mutex
-	targets map[string]*targetState
+	mu       sync.Mutex
+	targets  map[string]*targetState
+	probedAt map[string]time.Time // last probe by mounthealth.ProbeKey
+	pending  sweepKind            // what the trigger asks for
 }
 
 // targetState is what the monitor remembers about one target between rounds.
@@ -96,7 +108,11 @@ func New(cfg Config) *Monitor {
 	if cfg.Health == nil {
 		cfg.Health = &mounthealth.Checker{}
 	}
-	return &Monitor{cfg: cfg, modes: map[mountmode.Mode]mounter.Repairer{}, trigger: make(chan struct{}, 1), metrics: newMetrics(), targets: map[string]*targetState{}}
+	if cfg.ProbesPerCheck == 0 {
+		cfg.ProbesPerCheck = DefaultProbesPerCheck
+	}
+	return &Monitor{cfg: cfg, modes: map[mountmode.Mode]mounter.Repairer{}, trigger: make(chan struct{}, 1), metrics: newMetrics(),
+		targets: map[string]*targetState{}, probedAt: map[string]time.Time{}}
 }
 
 // Targets lists the targets the watched modes have published (from their records), so the
@@ -119,32 +135,73 @@ func (m *Monitor) SetRestarter(r Restarter) { m.restarter = r }
 // Watch adds a mount mode to watch. Call before Run.
 func (m *Monitor) Watch(mode mountmode.Mode, r mounter.Repairer) { m.modes[mode] = r }
 
-// Trigger asks for a check of every target now (it never blocks).
-func (m *Monitor) Trigger() {
+// Trigger asks for a check of every target now, each mount probed (it never blocks).
+func (m *Monitor) Trigger() { m.wake(probeAll) }
+
+// wake asks for a sweep of at least kind (it never blocks).
+func (m *Monitor) wake(kind sweepKind) {
+	m.mu.Lock()
+	m.pending = max(m.pending, kind)
+	m.mu.Unlock()
 	select {
 	case m.trigger <- struct{}{}:
 	default:
 	}
 }
 
-// Run checks every target at once, then every Interval and on Trigger, until ctx ends.
+// sweepKind says which mounts a sweep probes; every sweep reads the mount table once and looks
+// up every target in it.
+type sweepKind int
+
+const (
+	// tableOnly probes nothing: an unpublish may have taken binds away with it (the table
+	// shows it), no daemon died.
+	tableOnly sweepKind = iota
+	// probeDue probes at most ProbesPerCheck mounts, those probed longest ago first: the
+	// periodic check.
+	probeDue
+	// probeAll probes every mount: something may have died (Trigger).
+	probeAll
+)
+
+// probeWorkers is how many probes a sweep runs at once.
+const probeWorkers = 8
+
+// Run checks every target at once, then every Interval (probing ProbesPerCheck mounts) and on
+// Trigger (probing all), until ctx ends.
 func (m *Monitor) Run(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.Interval)
 	defer tick.Stop()
+	kind := probeAll
 	for {
-		m.Sweep(ctx)
+		m.sweep(ctx, kind)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			kind = probeDue
 		case <-m.trigger:
+			m.mu.Lock()
+			kind, m.pending = m.pending, tableOnly
+			m.mu.Unlock()
 		}
 	}
 }
 
-// Sweep checks every published target of every mode once and repairs the dead or vanished
-// ones whose back-off allows it.
-func (m *Monitor) Sweep(ctx context.Context) {
+// Sweep checks every published target of every mode once, probing every mount, and repairs
+// the dead or vanished ones whose back-off allows it.
+func (m *Monitor) Sweep(ctx context.Context) { m.sweep(ctx, probeAll) }
+
+// sweepItem is one target in a sweep, with what the sweep's read of the mount table (and its
+// probes) found; r is nil when the table could not be read.
+type sweepItem struct {
+	mode mountmode.Mode
+	t    mounter.Target
+	all  []mounter.Target
+	r    *mounthealth.Result
+}
+
+func (m *Monitor) sweep(ctx context.Context, kind sweepKind) {
 	start := time.Now()
 	defer func() { m.metrics.sweep.Observe(time.Since(start).Seconds()) }()
 	modes := make([]mountmode.Mode, 0, len(m.modes))
@@ -152,22 +209,35 @@ func (m *Monitor) Sweep(ctx context.Context) {
 		modes = append(modes, mode)
 	}
 	sort.Slice(modes, func(i, j int) bool { return modes[i] < modes[j] })
-	seen := map[string]bool{}
-	counts := map[mountmode.Mode]map[string]int{}
 	// One read of the mount table for the whole sweep (checking each target against a fresh
 	// read made a sweep O(targets × mounts)); nil when it cannot be read: each check reads it.
 	snap, err := m.cfg.Health.Snapshot()
 	if err != nil {
 		klog.ErrorS(err, "Sweep: reading the mount table")
 	}
+	var items []sweepItem
+	seen := map[string]bool{}
 	for _, mode := range modes {
-		counts[mode] = map[string]int{"live": 0, "dead": 0}
 		targets := m.modes[mode].Targets()
 		for _, t := range targets {
 			seen[t.Path] = true
-			state := m.check(ctx, mode, t, targets, snap)
-			counts[mode][state]++
+			it := sweepItem{mode: mode, t: t, all: targets}
+			if snap != nil {
+				r := m.cfg.Health.Classify(t.Path, snap)
+				it.r = &r
+			}
+			items = append(items, it)
 		}
+	}
+	if snap != nil && kind != tableOnly {
+		m.probe(ctx, items, kind)
+	}
+	counts := map[mountmode.Mode]map[string]int{}
+	for _, mode := range modes {
+		counts[mode] = map[string]int{"live": 0, "dead": 0}
+	}
+	for _, it := range items {
+		counts[it.mode][m.check(ctx, it.mode, it.t, it.all, it.r)]++
 	}
 	m.metrics.setMounts(counts)
 	m.mu.Lock()
@@ -177,6 +247,67 @@ func (m *Monitor) Sweep(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
+}
+
+// probe asks the daemons behind the sweep's mount-s3 mounts to answer, once per daemon (a
+// Mountpoint Pod's mount answers for every bind of it), at most probeWorkers at a time, and
+// records the answers in the items. A probeDue sweep asks at most ProbesPerCheck daemons,
+// those asked longest ago first, so that a node's probing costs the same at a thousand mounts
+// as at a hundred; a daemon's exit is seen at once anyway (the unit's signal, the Mountpoint
+// Pod's mount.err), the probes are the safety net and what finds a daemon that hangs.
+func (m *Monitor) probe(ctx context.Context, items []sweepItem, kind sweepKind) {
+	byKey := map[string][]int{}
+	for i := range items {
+		if r := items[i].r; r.Unprobed {
+			k := mounthealth.ProbeKey(*r)
+			byKey[k] = append(byKey[k], i)
+		}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	m.mu.Lock()
+	if limit := m.cfg.ProbesPerCheck; kind == probeDue && limit > 0 && len(keys) > limit {
+		sort.Slice(keys, func(i, j int) bool { return m.probedAt[keys[i]].Before(m.probedAt[keys[j]]) })
+		keys = keys[:limit]
+	}
+	m.mu.Unlock()
+	errs := make([]error, len(keys))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(probeWorkers, len(keys)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = m.cfg.Health.Probe(ctx, items[byKey[keys[i]][0]].t.Path)
+			}
+		}()
+	}
+	for i := range keys {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, k := range keys {
+		m.probedAt[k] = now
+		for _, idx := range byKey[k] {
+			r := items[idx].r
+			r.Unprobed = false
+			if errs[i] != nil {
+				r.State, r.Cause = mounthealth.Dead, errs[i]
+			}
+		}
+	}
+	for k := range m.probedAt {
+		if _, ok := byKey[k]; !ok {
+			delete(m.probedAt, k) // unmounted
+		}
+	}
 }
 
 // Sharer is implemented by a mode whose targets can share one mount (pod mode: the workloads of
@@ -189,10 +320,12 @@ type Sharer interface {
 }
 
 // check handles one target and returns "live" or "dead" (dead includes vanished). all is the
-// mode's targets (for the targets sharing a mount with t). snap, when not nil, is the sweep's
-// read of the mount table; a target it does not show as a mount-s3 mount is looked up again
-// (it may have been published since the read).
-func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Target, all []mounter.Target, snap mounthealth.Snapshot) string {
+// mode's targets (for the targets sharing a mount with t). r, when not nil, is what the sweep
+// found (its read of the mount table, and its probe, made without t's lock); t is looked up
+// again, under its lock, when r shows it gone, foreign or dead (it may have been published or
+// repaired since), or when r was not probed and t is known dead (a dead daemon's mount stays in
+// the table until it is unmounted: only a probe says it serves again).
+func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Target, all []mounter.Target, found *mounthealth.Result) string {
 	release, ok := m.cfg.Locks.TryAcquireBackground(t.Path)
 	if !ok {
 		return "live" // kubelet is publishing or unpublishing it right now; next round
@@ -203,15 +336,18 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	}
 	st := m.stateOf(t.Path)
 	var r mounthealth.Result
-	if snap != nil {
-		r = m.cfg.Health.CheckIn(ctx, t.Path, snap)
+	if found != nil {
+		r = *found
 	}
-	if snap == nil || r.State == mounthealth.Absent || r.State == mounthealth.Foreign {
+	if found == nil || r.State != mounthealth.Live || r.Unprobed && !st.deadSince.IsZero() {
 		var err error
 		if r, err = m.cfg.Health.Check(ctx, t.Path); err != nil {
 			klog.ErrorS(err, "Checking a mount", "target", t.Path)
 			return "live"
 		}
+	}
+	if r.Unprobed {
+		return "live" // in the table, its daemon not asked this round
 	}
 	now := time.Now()
 	if r.State == mounthealth.Live {
@@ -270,7 +406,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		// Now the targets sharing the mount: live by propagation, or to repair in turn.
 		release()
 		for _, s := range m.sharing(mode, t, all) {
-			m.check(ctx, mode, s, nil, nil) // after the repair: a fresh read
+			m.check(ctx, mode, s, nil, nil) // after the repair: a fresh read and probe
 		}
 	}
 	return "live"
@@ -348,7 +484,7 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 // that (before 5.12), the targets of a Mountpoint Pod are peers, and the unpublish of a target
 // that was repaired takes the repair away from the others (the unmount propagates): they must
 // be bound again before a workload notices, not at the next periodic round.
-func (m *Monitor) Unpublished(string) { m.Trigger() }
+func (m *Monitor) Unpublished(string) { m.wake(tableOnly) }
 
 // recordedBy returns the watched mode that has a record of target.
 func (m *Monitor) recordedBy(target string) (mountmode.Mode, bool) {

@@ -3,8 +3,10 @@ package mountmonitor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -407,5 +409,98 @@ func TestRepublishRepairIsReported(t *testing.T) {
 	m.Unpublished(a.Path)
 	if !drain() {
 		t.Error("an unpublish did not trigger a check")
+	}
+}
+
+// TestPeriodicChecksProbeWithinTheBound: a periodic sweep asks at most ProbesPerCheck daemons,
+// those asked longest ago first (so every one within ceil(daemons/bound) sweeps), one probe per
+// daemon however many binds share it; Sweep (a trigger) asks them all; an unpublish's sweep asks
+// none; a daemon found dead is asked again at every sweep until it serves, not left to the
+// rotation.
+func TestPeriodicChecksProbeWithinTheBound(t *testing.T) {
+	var table strings.Builder
+	table.WriteString("1 0 8:1 / / rw - ext4 /dev/vda rw\n")
+	var targets []mounter.Target
+	// 10 systemd-like mounts (a daemon each), and 5 binds of one Mountpoint Pod's mount.
+	for i := 0; i < 10; i++ {
+		p := filepath.Join("/k/pods", strconv.Itoa(i), "mount")
+		fmt.Fprintf(&table, "%d 1 0:%d / %s rw - fuse mountpoint-s3 rw\n", 10+i, 40+i, p)
+		targets = append(targets, mounter.Target{Path: p, VolumeID: "v"})
+	}
+	for i := 0; i < 5; i++ {
+		p := filepath.Join("/k/pods", "shared"+strconv.Itoa(i), "mount")
+		fmt.Fprintf(&table, "%d 1 0:99 / %s rw - fuse mountpoint-s3 rw\n", 30+i, p)
+		targets = append(targets, mounter.Target{Path: p, VolumeID: "shared"})
+	}
+	info := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(info, []byte(table.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	probed := map[string]int{}
+	deadPath := ""
+	health := &mounthealth.Checker{Table: mounttable.Table{Path: info}, Statfs: func(p string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		probed[p]++
+		if p == deadPath {
+			return syscall.ENOTCONN
+		}
+		return nil
+	}}
+	take := func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := probed
+		probed = map[string]int{}
+		return out
+	}
+	mode := &fakeMode{targets: targets}
+	m := New(Config{Health: health, Locks: &inflight.Set{}, Interval: time.Hour, ProbesPerCheck: 4})
+	m.Watch(mountmode.Systemd, mode)
+	ctx := context.Background()
+
+	m.Sweep(ctx)
+	if got := take(); len(got) != 11 {
+		t.Fatalf("a triggered sweep probed %d daemons, want all 11 (10 own, 1 shared by 5 binds): %v", len(got), got)
+	}
+	seen := map[string]int{}
+	for round := 0; round < 3; round++ {
+		m.sweep(ctx, probeDue)
+		got := take()
+		if len(got) > 4 {
+			t.Fatalf("periodic sweep %d probed %d daemons, want at most 4: %v", round, len(got), got)
+		}
+		for p, n := range got {
+			seen[p] += n
+		}
+	}
+	if len(seen) != 11 {
+		t.Fatalf("3 periodic sweeps of at most 4 probes reached %d daemons, want every one of the 11 (longest ago first): %v", len(seen), seen)
+	}
+	for p, n := range seen {
+		if n > 2 {
+			t.Errorf("%s probed %d times in 3 periodic sweeps of 4 probes for 11 daemons, want at most twice (the others were due first)", p, n)
+		}
+	}
+	m.sweep(ctx, tableOnly)
+	if got := take(); len(got) != 0 {
+		t.Errorf("an unpublish's sweep probed %v, want nothing", got)
+	}
+
+	// A daemon found dead whose repair fails stays dead, and is probed at every sweep.
+	mu.Lock()
+	deadPath = targets[3].Path
+	mu.Unlock()
+	m.Sweep(ctx)
+	take()
+	for round := 0; round < 3; round++ {
+		m.sweep(ctx, probeDue)
+		if got := take(); got[deadPath] == 0 {
+			t.Fatalf("periodic sweep %d did not probe the dead mount %s: %v", round, deadPath, got)
+		}
+	}
+	if v := testutil.ToFloat64(m.metrics.mounts.WithLabelValues(string(mountmode.Systemd), "dead")); v != 1 {
+		t.Errorf("dead mounts = %v, want 1", v)
 	}
 }

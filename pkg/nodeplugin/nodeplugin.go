@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -81,6 +82,9 @@ type Config struct {
 
 	// MetricsAddress serves Prometheus metrics when not empty.
 	MetricsAddress string
+	// Profiling adds Go's profiles (net/http/pprof, under /debug/pprof/) to the metrics
+	// endpoint: for measuring the plugin, never on by default (a profile shows memory).
+	Profiling bool
 	// HealthAddress serves /healthz (the plugin's own Probe) when not empty: kubelet's liveness
 	// probe without the livenessprobe sidecar.
 	HealthAddress string
@@ -94,6 +98,9 @@ type Config struct {
 	// HealthCheckInterval is how often every published mount is checked (and a dead one
 	// repaired) without waiting for kubelet; 0 turns the monitor off.
 	HealthCheckInterval time.Duration
+	// HealthProbesPerCheck bounds how many mount-s3 daemons a periodic check probes
+	// (mountmonitor.Config.ProbesPerCheck: 0 for its default, negative for all).
+	HealthProbesPerCheck int
 	// RestartPods lets the recovery policy restart-pod delete workload pods (it needs the RBAC
 	// the chart binds with node.restartPods); when false such volumes are repaired only.
 	RestartPods bool
@@ -113,7 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	health := &mounthealth.Checker{Timeout: cfg.HealthTimeout}
 	locks := &inflight.Set{}
-	monitor := mountmonitor.New(mountmonitor.Config{Health: health, Locks: locks, Interval: cfg.HealthCheckInterval})
+	monitor := mountmonitor.New(mountmonitor.Config{Health: health, Locks: locks, Interval: cfg.HealthCheckInterval, ProbesPerCheck: cfg.HealthProbesPerCheck})
 	unavailable := map[mountmode.Mode]string{}
 	var sm *systemd.Mounter
 	if cfg.DisableSystemdMode {
@@ -472,5 +479,9 @@ func serveMetrics(ctx context.Context, cfg Config, mounts *mountCollector, more 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if cfg.Profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	return serveHTTP(ctx, "metrics", cfg.MetricsAddress, mux)
 }

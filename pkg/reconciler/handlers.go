@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -241,6 +242,21 @@ func stripPod(obj any) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// stripPodOutside is stripPod that also drops, for pods outside namespace (workloads: the
+// Mountpoint Pods live in namespace), the metadata the reconciler reads only of Mountpoint Pods:
+// labels, annotations, owners, finalizers. A workload's labels and annotations (a
+// last-applied-configuration, say) are often most of what a stripped pod would weigh.
+func stripPodOutside(namespace string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		out, err := stripPod(obj)
+		if pod, ok := out.(*corev1.Pod); ok && err == nil && pod.Namespace != namespace {
+			pod.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+				CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp}
+		}
+		return out, err
+	}
 }
 
 // resyncEvery sends every attachment's key and every Mountpoint Pod to the controller, so a

@@ -140,3 +140,24 @@ func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
 		t.Error("stripPod modified its input")
 	}
 }
+
+func TestWorkloadPodsKeepOnlyTheirIdentity(t *testing.T) {
+	now := metav1.Now()
+	meta := metav1.ObjectMeta{Name: "p", Namespace: "team", UID: "u", ResourceVersion: "9", CreationTimestamp: now, DeletionTimestamp: &now,
+		Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+		OwnerReferences: []metav1.OwnerReference{{Name: "rs"}}, Finalizers: []string{"f"}}
+	strip := stripPodOutside("mount-s3")
+	out, _ := strip(&corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{NodeName: "n"}})
+	p := out.(*corev1.Pod)
+	if p.Name != "p" || p.Namespace != "team" || p.UID != "u" || p.ResourceVersion != "9" || p.DeletionTimestamp == nil || p.CreationTimestamp.IsZero() || p.Spec.NodeName != "n" {
+		t.Errorf("lost a workload's identity: %+v", p.ObjectMeta)
+	}
+	if p.Labels != nil || p.Annotations != nil || p.OwnerReferences != nil || p.Finalizers != nil {
+		t.Errorf("kept a workload's metadata the reconciler never reads: %+v", p.ObjectMeta)
+	}
+	meta.Namespace = "mount-s3"
+	out, _ = strip(&corev1.Pod{ObjectMeta: meta})
+	if p := out.(*corev1.Pod); p.Labels["app"] != "x" || p.Annotations == nil {
+		t.Errorf("a pod in the Mountpoint Pods' namespace lost its labels or annotations: %+v", p.ObjectMeta)
+	}
+}

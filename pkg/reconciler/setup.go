@@ -27,13 +27,14 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
-// CacheOptions returns the cache options the controller's manager must use: pods are stripped to
-// what the reconciler reads, and managed fields are dropped from everything.
-func CacheOptions() cache.Options {
+// CacheOptions returns the cache options the controller's manager must use, given the Mountpoint
+// Pods' namespace: pods are stripped to what the reconciler reads (workloads' metadata to their
+// identity), and managed fields are dropped from everything.
+func CacheOptions(mountpointNamespace string) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:  {Transform: stripPod},
+			&corev1.Pod{}:  {Transform: stripPodOutside(mountpointNamespace)},
 			&corev1.Node{}: {Transform: stripNode},
 		},
 	}

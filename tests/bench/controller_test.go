@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
@@ -106,9 +107,19 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 		name := fmt.Sprintf("pv-%05d", v)
 		benchVolumeOf(b, k, name, "bucket-"+name)
 	}
-	ctrl := harness.StartController(b, k, harness.ControllerOptions{User: controllerID, LeaderElect: true, ExtraArgs: []string{"--v=0"}})
+	args := []string{"--v=0"}
+	pprofAddr := ""
+	if os.Getenv("BENCH_SCALE_PROFILES") != "" {
+		pprofAddr = freeAddr(b)
+		args = append(args, "--pprof-address="+pprofAddr)
+	}
+	ctrl := harness.StartController(b, k, harness.ControllerOptions{User: controllerID, LeaderElect: true, ExtraArgs: args})
 	waitLeader(b, k)
 	cpu0 := cpuTicks(b, ctrl.Pid())
+
+	// A watch on the attachments (not a poll: listing them all every few milliseconds loaded
+	// the API server the controller writes to) says when the last workload is recorded.
+	allAttached := watchAttached(b, k, pods)
 
 	// Pod i uses PV i%pvs on the PV's node; the creation order is shuffled.
 	order := rand.New(rand.NewPCG(1, 2)).Perm(pods)
@@ -143,17 +154,11 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 	wg.Wait()
 	r := controllerRun{pods: pods, nodes: nodes, pvs: pvs, podsDone: time.Since(start)}
 
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		n, _, _ := countAttached(b, c)
-		if n >= pods {
-			r.attached = time.Since(start)
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d workloads attached after 10 minutes", n, pods)
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case at := <-allAttached:
+		r.attached = at.Sub(start)
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("not every one of the %d workloads was attached after 10 minutes", pods)
 	}
 	time.Sleep(2 * time.Second) // let trailing writes land before counting them
 	_, r.attachments, r.dupKeys = countAttached(b, c)
@@ -163,6 +168,9 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 	r.peakRSS = float64(vmHWM(b, ctrl.Pid())) / 1024
 	r.cpuSeconds = float64(cpuTicks(b, ctrl.Pid())-cpu0) / 100
 	r.writes, r.byResource = controllerWrites(b, k.AuditLog)
+	if pprofAddr != "" {
+		saveProfiles(b, pprofAddr, fmt.Sprintf("controller-%d", pods))
+	}
 	return r
 }
 
@@ -195,6 +203,42 @@ func countAttached(b *testing.B, c client.Client) (int, int, int) {
 		}
 	}
 	return n, len(list.Items), dups
+}
+
+// watchAttached watches the attachments from now on and sends, once, the time at which the
+// event recording the pods-th workload arrived.
+func watchAttached(b *testing.B, k *harness.Kube, pods int) <-chan time.Time {
+	wc, err := client.NewWithWatch(k.Config, client.Options{Scheme: k.Scheme})
+	must(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	w, err := wc.Watch(ctx, &crdv2.MountpointS3PodAttachmentList{})
+	must(b, err)
+	out := make(chan time.Time, 1)
+	go func() {
+		defer w.Stop()
+		workloads := map[string]int{} // by attachment
+		total := 0
+		for ev := range w.ResultChan() {
+			a, ok := ev.Object.(*crdv2.MountpointS3PodAttachment)
+			if !ok {
+				continue
+			}
+			n := 0
+			if ev.Type != watch.Deleted {
+				for _, ws := range a.Spec.MountpointS3PodAttachments {
+					n += len(ws)
+				}
+			}
+			total += n - workloads[a.Name]
+			workloads[a.Name] = n
+			if total >= pods {
+				out <- time.Now()
+				return
+			}
+		}
+	}()
+	return out
 }
 
 func waitLeader(b *testing.B, k *harness.Kube) {

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -127,6 +129,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		}
 		unpub := time.Since(start)
 		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f\n", size, cpu, rss, sweep, ms(pub), ms(unpub))
+		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
 		var wg sync.WaitGroup
@@ -143,6 +146,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	}
 	time.Sleep(idleWindow)
 	fmt.Printf("%12s %13s %9.1f   (every mount gone, %s later)\n", "0 again", "-", rssMiB(b, pid), idleWindow)
+	saveProfiles(b, n.metrics, mode+"-0-again")
 }
 
 func scaleSystemd(b *testing.B) *scaleNode {
@@ -153,7 +157,7 @@ func scaleSystemd(b *testing.B) *scaleNode {
 	harness.CleanupMounts(b, kubelet)
 	addr := freeAddr(b)
 	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: []string{"--v=0", "--metrics-address=" + addr}})
+		ExtraArgs: []string{"--v=0", "--metrics-address=" + addr, "--profiling"}})
 	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
 	return &scaleNode{
 		drv: drv, metrics: addr,
@@ -191,7 +195,7 @@ func scalePod(b *testing.B) *scaleNode {
 	k.BindRBAC(b, "node-rbac.yaml", "system:node:"+node)
 	addr := freeAddr(b)
 	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, S3: s3, WithCredentials: true, NodeID: node,
-		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + k.Kubeconfig(b, "system:node:"+node), "--v=0", "--metrics-address=" + addr}})
+		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + k.Kubeconfig(b, "system:node:"+node), "--v=0", "--metrics-address=" + addr, "--profiling"}})
 	pvs := make([]*corev1.PersistentVolume, scalePodVolumes)
 	for v := range pvs {
 		pvs[v] = benchVolume(b, k, fmt.Sprintf("pv-scale-%02d", v))
@@ -258,4 +262,28 @@ func rssMiB(b *testing.B, pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// saveProfiles writes the node plugin's heap profile, its goroutines and the runtime's memory
+// statistics to $BENCH_SCALE_PROFILES/<name>.{heap,goroutines,memstats} when that variable
+// names a directory; read the first two with go tool pprof.
+func saveProfiles(b *testing.B, metrics, name string) {
+	dir := os.Getenv("BENCH_SCALE_PROFILES")
+	if dir == "" {
+		return
+	}
+	for _, p := range []struct{ path, ext string }{{"heap?gc=1", "heap"}, {"goroutine", "goroutines"}, {"heap?debug=1", "memstats"}} {
+		resp, err := http.Get("http://" + metrics + "/debug/pprof/" + p.path)
+		if err != nil {
+			b.Fatalf("profile %s: %v", p.path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("profile %s: %v (HTTP %d)", p.path, err, resp.StatusCode)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+"."+p.ext), body, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
