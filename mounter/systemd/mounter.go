@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,9 +81,13 @@ type Mounter struct {
 	bus     *bus
 	health  *mounthealth.Checker
 	records recordCache // what Targets and Recorded read every monitor sweep
+	jobs    *prometheus.HistogramVec
 }
 
 var _ mounter.Mounter = (*Mounter)(nil)
+
+// Collectors returns the mounter's metrics, for a Prometheus registry.
+func (m *Mounter) Collectors() []prometheus.Collector { return []prometheus.Collector{m.jobs} }
 
 // New returns a Mounter. It does not connect yet: the D-Bus connection is made on first use and
 // remade whenever it drops, so the plugin starts (and Check reports the problem) while systemd
@@ -105,7 +110,10 @@ func newMounter(cfg Config, dial dialFunc) *Mounter {
 	if health == nil {
 		health = &mounthealth.Checker{}
 	}
-	return &Mounter{cfg: cfg, bus: &bus{dial: dial, dialTimeout: cfg.DialTimeout, callTimeout: cfg.CallTimeout}, health: health}
+	return &Mounter{cfg: cfg, bus: &bus{dial: dial, dialTimeout: cfg.DialTimeout, callTimeout: cfg.CallTimeout}, health: health,
+		jobs: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "s3csi_node_systemd_job_seconds",
+			Help:    "Time systemd took to run the node plugin's jobs, from the D-Bus call to the job's end, by operation (start: a mount-s3 unit with its guard and bind mounts; stop), whatever their result.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}, []string{"operation"})}
 }
 
 // Close drops the D-Bus connection. Units keep running.
@@ -426,6 +434,7 @@ func (m *Mounter) runUnit(ctx context.Context, name string, spec unitSpec) (stri
 		return "", err
 	}
 	ch := make(chan string, 1)
+	start := time.Now()
 	if err := m.bus.bounded(ctx, func(ctx context.Context) error {
 		_, err := c.StartTransientUnitContext(ctx, name, "fail", spec.properties(), ch)
 		return err
@@ -433,6 +442,7 @@ func (m *Mounter) runUnit(ctx context.Context, name string, spec unitSpec) (stri
 		return "", fmt.Errorf("start unit %s: %w", name, err)
 	}
 	res, err := waitJob(ctx, c, ch)
+	m.jobs.WithLabelValues("start").Observe(time.Since(start).Seconds())
 	if err != nil {
 		return "", fmt.Errorf("wait for unit %s: %w", name, err)
 	}
@@ -452,13 +462,16 @@ func (m *Mounter) stopUnit(ctx context.Context, name string) error {
 			return nil
 		}
 		ch := make(chan string, 1)
+		start := time.Now()
 		if _, err := c.StopUnitContext(ctx, name, "replace", ch); err != nil {
 			if isNoSuchUnit(err) {
 				return nil
 			}
 			return fmt.Errorf("stop unit %s: %w", name, err)
 		}
-		if _, err := waitJob(ctx, c, ch); err != nil {
+		_, err = waitJob(ctx, c, ch)
+		m.jobs.WithLabelValues("stop").Observe(time.Since(start).Seconds())
+		if err != nil {
 			return fmt.Errorf("stop unit %s: %w", name, err)
 		}
 		// A unit that failed before CollectMode applied may linger as "failed".

@@ -251,7 +251,7 @@ func (m *Monitor) sweep(ctx context.Context, kind sweepKind) {
 
 // probe asks the daemons behind the sweep's mount-s3 mounts to answer, once per daemon (a
 // Mountpoint Pod's mount answers for every bind of it), at most probeWorkers at a time, and
-// records the answers in the items. A probeDue sweep asks at most ProbesPerCheck daemons,
+// records the answers in the items (see probeOne). A probeDue sweep asks at most ProbesPerCheck daemons,
 // those asked longest ago first, so that a node's probing costs the same at a thousand mounts
 // as at a hundred; a daemon's exit is seen at once anyway (the unit's signal, the Mountpoint
 // Pod's mount.err), the probes are the safety net and what finds a daemon that hangs.
@@ -274,6 +274,7 @@ func (m *Monitor) probe(ctx context.Context, items []sweepItem, kind sweepKind) 
 	}
 	m.mu.Unlock()
 	errs := make([]error, len(keys))
+	probed := make([]bool, len(keys))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < min(probeWorkers, len(keys)); w++ {
@@ -281,7 +282,7 @@ func (m *Monitor) probe(ctx context.Context, items []sweepItem, kind sweepKind) 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				errs[i] = m.cfg.Health.Probe(ctx, items[byKey[keys[i]][0]].t.Path)
+				probed[i], errs[i] = m.probeOne(ctx, items, byKey[keys[i]])
 			}
 		}()
 	}
@@ -294,6 +295,9 @@ func (m *Monitor) probe(ctx context.Context, items []sweepItem, kind sweepKind) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, k := range keys {
+		if !probed[i] {
+			continue // every target of it busy with kubelet: next round
+		}
 		m.probedAt[k] = now
 		for _, idx := range byKey[k] {
 			r := items[idx].r
@@ -317,6 +321,23 @@ func (m *Monitor) probe(ctx context.Context, items []sweepItem, kind sweepKind) 
 type Sharer interface {
 	// SharingMount lists the other targets that show the same mount as target.
 	SharingMount(target string) []string
+}
+
+// probeOne probes the daemon behind the items at idx (one mount) through the first of their
+// targets kubelet is not working on, holding that target's lock meanwhile: a statfs in flight
+// pins the mount, so an unpublish's unmount at the same time would fail (target is busy).
+// probed is false when every one of them was held.
+func (m *Monitor) probeOne(ctx context.Context, items []sweepItem, idx []int) (probed bool, err error) {
+	for _, i := range idx {
+		release, ok := m.cfg.Locks.TryAcquireBackground(items[i].t.Path)
+		if !ok {
+			continue
+		}
+		err = m.cfg.Health.Probe(ctx, items[i].t.Path)
+		release()
+		return true, err
+	}
+	return false, nil
 }
 
 // check handles one target and returns "live" or "dead" (dead includes vanished). all is the

@@ -456,10 +456,25 @@ func TestPeriodicChecksProbeWithinTheBound(t *testing.T) {
 		return out
 	}
 	mode := &fakeMode{targets: targets}
-	m := New(Config{Health: health, Locks: &inflight.Set{}, Interval: time.Hour, ProbesPerCheck: 4})
+	locks := &inflight.Set{}
+	m := New(Config{Health: health, Locks: locks, Interval: time.Hour, ProbesPerCheck: 4})
 	m.Watch(mountmode.Systemd, mode)
 	ctx := context.Background()
 
+	// A target kubelet holds is not probed (a statfs pins the mount its unmount removes); a
+	// shared mount is probed through another of its targets.
+	held, _ := locks.TryAcquire(targets[0].Path)
+	heldShared, _ := locks.TryAcquire(targets[10].Path)
+	m.Sweep(ctx)
+	got := take()
+	held()
+	heldShared()
+	if got[targets[0].Path] != 0 || got[targets[10].Path] != 0 {
+		t.Errorf("probed a target kubelet holds: %v", got)
+	}
+	if len(got) != 10 {
+		t.Errorf("a triggered sweep with one own target held probed %d daemons, want the 10 others (9 own, 1 shared through another bind): %v", len(got), got)
+	}
 	m.Sweep(ctx)
 	if got := take(); len(got) != 11 {
 		t.Fatalf("a triggered sweep probed %d daemons, want all 11 (10 own, 1 shared by 5 binds): %v", len(got), got)

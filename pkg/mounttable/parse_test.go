@@ -50,4 +50,3 @@ func TestParseAgreesWithMountUtils(t *testing.T) {
 		}
 	}
 }
-

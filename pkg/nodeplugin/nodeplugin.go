@@ -205,7 +205,11 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.RegisterIdentity(driver.NewIdentityServer(false, ready))
 	srv.RegisterNode(ns)
 	if cfg.MetricsAddress != "" {
-		if err := serveMetrics(ctx, cfg, &mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods"), labelInvalid: labelInvalid}, monitor.Collectors()...); err != nil {
+		collectors := monitor.Collectors()
+		if sm != nil {
+			collectors = append(collectors, sm.Collectors()...)
+		}
+		if err := serveMetrics(ctx, cfg, &mountCollector{router: router, podsDir: filepath.Join(cfg.KubeletPath, "pods"), labelInvalid: labelInvalid}, collectors...); err != nil {
 			return err
 		}
 	}

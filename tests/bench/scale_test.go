@@ -79,7 +79,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	ctx := context.Background()
 	pid := n.drv.Pid()
 	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
-	fmt.Printf("%12s %13s %9s %15s %14s %16s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms")
+	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms")
 	fmt.Printf("%12d %13s %9.1f %15s %14s %16s\n", 0, "-", rssMiB(b, pid), "-", "-", "-")
 	live := 0
 	for _, size := range sizes {
@@ -118,17 +118,21 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		rss := rssMiB(b, pid)
 		extra := 1_000_000 + size // a volume of its own, made and removed again
 		n.prepare(extra)
+		jobs0 := systemdJobs(b, n.metrics)
 		start := time.Now()
 		if err := n.publish(ctx, extra); err != nil {
 			b.Fatalf("%s: publish one more at %d: %v", mode, size, err)
 		}
 		pub := time.Since(start)
+		jobs1 := systemdJobs(b, n.metrics)
 		start = time.Now()
 		if err := n.unpublish(ctx, extra); err != nil {
 			b.Fatalf("%s: unpublish one more at %d: %v", mode, size, err)
 		}
 		unpub := time.Since(start)
-		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f\n", size, cpu, rss, sweep, ms(pub), ms(unpub))
+		jobs2 := systemdJobs(b, n.metrics)
+		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
+			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000))
 		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
@@ -234,6 +238,18 @@ func sweepTotals(b *testing.B, addr string) (sum, count float64) {
 	return sum, count
 }
 
+// systemdJobs returns the seconds the node plugin has waited for systemd's jobs so far
+// (s3csi_node_systemd_job_seconds; 0 in pod mode): the part of a publish or unpublish spent in
+// systemd, which re-reads the whole mount table at each mount change.
+func systemdJobs(b *testing.B, addr string) float64 {
+	text, err := harness.Scrape("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatalf("metrics: %v", err)
+	}
+	sum, _ := harness.MetricSum(text, "s3csi_node_systemd_job_seconds_sum")
+	return sum
+}
+
 // cpuTicks returns utime+stime of pid in clock ticks (USER_HZ, 100 on Linux).
 func cpuTicks(b *testing.B, pid int) int64 {
 	b.Helper()
@@ -264,15 +280,15 @@ func rssMiB(b *testing.B, pid int) float64 {
 	return 0
 }
 
-// saveProfiles writes the node plugin's heap profile, its goroutines and the runtime's memory
-// statistics to $BENCH_SCALE_PROFILES/<name>.{heap,goroutines,memstats} when that variable
-// names a directory; read the first two with go tool pprof.
+// saveProfiles writes the node plugin's heap profile, its goroutines, the runtime's memory
+// statistics and a 5 s CPU profile (idle) to $BENCH_SCALE_PROFILES/<name>.{heap,goroutines,
+// memstats,cpu} when that variable names a directory; read them with go tool pprof.
 func saveProfiles(b *testing.B, metrics, name string) {
 	dir := os.Getenv("BENCH_SCALE_PROFILES")
 	if dir == "" {
 		return
 	}
-	for _, p := range []struct{ path, ext string }{{"heap?gc=1", "heap"}, {"goroutine", "goroutines"}, {"heap?debug=1", "memstats"}} {
+	for _, p := range []struct{ path, ext string }{{"heap?gc=1", "heap"}, {"goroutine", "goroutines"}, {"heap?debug=1", "memstats"}, {"profile?seconds=5", "cpu"}} {
 		resp, err := http.Get("http://" + metrics + "/debug/pprof/" + p.path)
 		if err != nil {
 			b.Fatalf("profile %s: %v", p.path, err)
