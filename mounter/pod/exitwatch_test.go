@@ -56,8 +56,16 @@ func TestExitWatch(t *testing.T) {
 	expect(false, "another file was written")
 	write(commError)
 	expect(true, "mount.err was written")
-	for len(calls) > 0 {
-		<-calls
+	// One write makes several events (create, modify, close): let them all arrive, on a busy
+	// machine too, before the pod goes.
+	for quiet := time.After(500 * time.Millisecond); ; {
+		select {
+		case <-calls:
+			quiet = time.After(500 * time.Millisecond)
+			continue
+		case <-quiet:
+		}
+		break
 	}
 	e.Observe(pod.Name, nil)
 	if err := os.Remove(filepath.Join(comm, commError)); err != nil {

@@ -54,6 +54,8 @@ type Mounter struct {
 	// gid owns the credential files written for the Mountpoint Pods (mountpointGID).
 	gid   int
 	locks inflight.Set // per Mountpoint Pod
+	// records are the target records, kept in memory.
+	records *targetRecords
 	// unbound is called with a Mountpoint Pod name after a workload's bind mount of it is gone,
 	// so a pending needs-unmount can proceed without waiting for the next sweep.
 	unbound func(mp string)
@@ -77,7 +79,8 @@ func newMounter(cfg Config, cluster mountpointPods, k kernel, send sendFunc) (*M
 	if health == nil {
 		health = &mounthealth.Checker{}
 	}
-	return &Mounter{paths: paths{kubelet: cfg.KubeletPath}, cluster: cluster, health: health, kernel: k, send: send, gid: mountpointGID}, nil
+	p := paths{kubelet: cfg.KubeletPath}
+	return &Mounter{paths: p, cluster: cluster, health: health, kernel: k, send: send, gid: mountpointGID, records: &targetRecords{dir: p.targetRecords()}}, nil
 }
 
 // Check reports whether the informers are usable (Probe).
@@ -182,12 +185,12 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecor
 		}
 		if !slices.Contains(binds, target) {
 			holder := "a volume this node plugin has no record of"
-			if old, err := readTargetRecord(m.paths.targetRecord(target)); err == nil {
+			if old, ok := m.records.get(m.paths.targetRecord(target)); ok {
 				holder = fmt.Sprintf("volume %q (Mountpoint Pod %s)", old.VolumeID, old.MountpointPod)
 			}
 			return fmt.Errorf("%w: %s already holds %s, not volume %q of Mountpoint Pod %s", mounter.ErrTargetInUse, target, holder, rec.VolumeID, rec.MountpointPod)
 		}
-		return writeJSON(m.paths.targetRecord(target), rec) // already published: credentials refreshed
+		return m.records.save(m.paths.targetRecord(target), rec) // already published: credentials refreshed
 	case mounthealth.Foreign:
 		return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	case mounthealth.Dead:
@@ -219,7 +222,7 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecor
 		}
 		return err
 	}
-	if err := writeJSON(m.paths.targetRecord(target), rec); err != nil {
+	if err := m.records.save(m.paths.targetRecord(target), rec); err != nil {
 		return err
 	}
 	klog.V(2).InfoS("Published through Mountpoint Pod", "target", target, "mountpointPod", rec.MountpointPod, "volumeID", rec.VolumeID)
@@ -382,7 +385,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	}
 	mp := m.sourceOf(r.Entry)
 	if mp == "" {
-		if rec, err := readTargetRecord(m.paths.targetRecord(target)); err == nil {
+		if rec, ok := m.records.get(m.paths.targetRecord(target)); ok {
 			mp = rec.MountpointPod
 		}
 	}
@@ -395,7 +398,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 			}
 		}
 	}
-	_ = os.Remove(m.paths.targetRecord(target))
+	m.records.remove(m.paths.targetRecord(target))
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
 		klog.InfoS("Target directory not removed", "target", target, "err", err)
 	}
@@ -432,8 +435,8 @@ func (m *Mounter) sourceOf(entry *mounttable.Entry) string {
 // republish (new credentials). A restarted container that is not listening yet makes the
 // hand-over fail: the monitor tries again.
 func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
-	rec, err := readTargetRecord(m.paths.targetRecord(target))
-	if err != nil {
+	rec, ok := m.records.get(m.paths.targetRecord(target))
+	if !ok {
 		return false, nil
 	}
 	r, err := m.health.Check(ctx, target)
@@ -488,21 +491,14 @@ func (m *Mounter) missingCommFiles(pod *corev1.Pod, src sourceRecord) string {
 	return ""
 }
 
-// Targets lists the targets this mounter has published (and not unpublished), from its records.
+// Targets lists the targets this mounter has published (and not unpublished), from its records
+// (kept in memory between full scans, targetRecords).
 func (m *Mounter) Targets() []mounter.Target {
-	entries, err := os.ReadDir(m.paths.targetRecords())
-	if err != nil {
-		return nil
-	}
-	var out []mounter.Target
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue // a record being written
-		}
-		if rec, err := readTargetRecord(filepath.Join(m.paths.targetRecords(), e.Name())); err == nil {
-			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID, PVName: rec.PVName, Recovery: rec.Recovery,
-				WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
-		}
+	recs := m.records.list()
+	out := make([]mounter.Target, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID, PVName: rec.PVName, Recovery: rec.Recovery,
+			WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
 	}
 	return out
 }
@@ -510,17 +506,14 @@ func (m *Mounter) Targets() []mounter.Target {
 // SharingMount lists the other published targets of target's Mountpoint Pod: they show the same
 // shared mount (mountmonitor.Sharer).
 func (m *Mounter) SharingMount(target string) []string {
-	rec, err := readTargetRecord(m.paths.targetRecord(target))
-	if err != nil {
+	rec, ok := m.records.get(m.paths.targetRecord(target))
+	if !ok {
 		return nil
 	}
 	var out []string
-	for _, t := range m.Targets() {
-		if t.Path == target {
-			continue
-		}
-		if other, err := readTargetRecord(m.paths.targetRecord(t.Path)); err == nil && other.MountpointPod == rec.MountpointPod {
-			out = append(out, t.Path)
+	for _, other := range m.records.list() {
+		if other.Target != target && other.MountpointPod == rec.MountpointPod {
+			out = append(out, other.Target)
 		}
 	}
 	return out
@@ -528,8 +521,8 @@ func (m *Mounter) SharingMount(target string) []string {
 
 // Recorded implements mounter.Repairer.
 func (m *Mounter) Recorded(target string) bool {
-	_, err := readTargetRecord(m.paths.targetRecord(target))
-	return err == nil
+	_, ok := m.records.get(m.paths.targetRecord(target))
+	return ok
 }
 
 var _ mounter.Repairer = (*Mounter)(nil)

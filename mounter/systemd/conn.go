@@ -42,8 +42,18 @@ func dialPrivate(socket string) dialFunc {
 // Connect opens a connection to systemd's private socket (peer-to-peer D-Bus, no bus daemon,
 // no Hello), authenticating with EXTERNAL as the current uid. The Mounter manages its own
 // connections; this is for tools and benchmarks that talk to the same manager.
+//
+// go-systemd asks for two connections (one for calls, one for signals); both get the same
+// socket. systemd sends every signal of every unit to each of its private connections,
+// whatever the client asked for, and each connection decodes all it receives: with a second
+// socket every signal was decoded twice. On a node with many mounts that is most of the node
+// plugin's allocation (systemd re-announces a stacked mount's unit at each mount table change).
 func Connect(socket string) (*sd.Conn, error) {
+	var shared *dbus.Conn
 	c, err := sd.NewConnection(func() (*dbus.Conn, error) {
+		if shared != nil {
+			return shared, nil
+		}
 		conn, err := dbus.Dial("unix:path=" + socket)
 		if err != nil {
 			return nil, err
@@ -52,6 +62,7 @@ func Connect(socket string) (*sd.Conn, error) {
 			conn.Close()
 			return nil, err
 		}
+		shared = conn
 		return conn, nil
 	})
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -199,7 +200,7 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 	if err := m.umountAll(ctx, target, dir, r); err != nil {
 		return err
 	}
-	return os.RemoveAll(dir)
+	return m.removeState(dir)
 }
 
 // remount handles Mount on a target that already has a healthy mount: success (after a
@@ -246,7 +247,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	if err := m.umountAll(ctx, req.Target, dir, mounthealth.Result{}); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := m.removeState(dir); err != nil {
 		return fmt.Errorf("reset state directory: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -276,7 +277,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		}
 	}
 	rec.Env = env
-	if err := writeRecord(dir, rec); err != nil {
+	if err := m.saveRecord(dir, rec); err != nil {
 		return err
 	}
 	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", rec.Args)
@@ -353,7 +354,7 @@ func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit strin
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
-	if err := writeRecord(dir, rec); err != nil {
+	if err := m.saveRecord(dir, rec); err != nil {
 		return err
 	}
 	return m.startRecorded(ctx, rec, dir, unit, false)
@@ -524,7 +525,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 			return err
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := m.removeState(dir); err != nil {
 		return fmt.Errorf("remove state directory: %w", err)
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -688,30 +689,62 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	return true, nil
 }
 
-// Targets lists the targets this mounter has mounted (and not unmounted), from its records.
+// Targets lists the targets this mounter has mounted (and not unmounted), from its records
+// (recordCache: from memory between full scans of the state directory).
 func (m *Mounter) Targets() []mounter.Target {
-	entries, err := os.ReadDir(m.cfg.StateDir)
-	if err != nil {
-		return nil
+	now := time.Now()
+	recs, ok := m.records.cached(now)
+	if !ok {
+		entries, err := os.ReadDir(m.cfg.StateDir)
+		if err != nil {
+			return nil
+		}
+		recs = make(map[string]record, len(entries))
+		seen := make(map[string]bool, len(entries))
+		for _, e := range entries {
+			dir := filepath.Join(m.cfg.StateDir, e.Name())
+			seen[dir] = true
+			if rec, err := m.records.read(dir); err == nil {
+				recs[dir] = rec
+			}
+		}
+		m.records.scannedAt(seen, now)
 	}
-	var out []mounter.Target
-	seen := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		dir := filepath.Join(m.cfg.StateDir, e.Name())
-		seen[dir] = true
-		if rec, err := m.records.read(dir); err == nil && rec.Target != "" {
+	out := make([]mounter.Target, 0, len(recs))
+	for _, rec := range recs {
+		if rec.Target != "" {
 			out = append(out, mounter.Target{Path: rec.Target, VolumeID: rec.VolumeID, PVName: rec.PVName, Recovery: rec.Recovery,
 				WorkloadPodUID: rec.WorkloadPodUID, WorkloadPodName: rec.WorkloadPodName, WorkloadNamespace: rec.WorkloadNamespace})
 		}
 	}
-	m.records.keepOnly(seen)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
 
 // Recorded implements mounter.Repairer.
 func (m *Mounter) Recorded(target string) bool {
-	_, err := m.records.read(m.stateDir(target))
+	dir := m.stateDir(target)
+	if recorded, known := m.records.has(dir, time.Now()); known {
+		return recorded
+	}
+	_, err := m.records.read(dir)
 	return err == nil
+}
+
+// saveRecord writes rec in dir and tells the record cache.
+func (m *Mounter) saveRecord(dir string, rec record) error {
+	if err := writeRecord(dir, rec); err != nil {
+		m.records.drop(dir)
+		return err
+	}
+	m.records.put(dir, rec)
+	return nil
+}
+
+// removeState removes a target's state directory (its record with it) and tells the cache.
+func (m *Mounter) removeState(dir string) error {
+	defer m.records.drop(dir)
+	return os.RemoveAll(dir)
 }
 
 var _ mounter.Repairer = (*Mounter)(nil)

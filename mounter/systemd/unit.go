@@ -166,13 +166,18 @@ func readRecord(dir string) (record, error) {
 }
 
 // recordCache keeps parsed records by state directory, each with the identity of the file it
-// was read from (inode, size, modification time): a record is parsed again only after it was
-// written again (writeRecord replaces the file), so a monitor sweep over many mounts costs a
-// stat per record instead of a read and a parse. Safe for concurrent use.
+// was read from. Only this mounter writes and removes records, and it tells the cache (put,
+// drop), so between full scans of the state directory (at most rescanEvery apart) the cache is
+// the list: a monitor sweep at a thousand mounts lists them without a system call per mount.
+// A scan reads a record again only when its file changed.
 type recordCache struct {
 	mu      sync.Mutex
 	entries map[string]cachedRecord
+	scanned time.Time // last full scan (zero: none yet)
 }
+
+// rescanEvery bounds how long the cache serves the list without reading the directory.
+const rescanEvery = 30 * time.Second
 
 type cachedRecord struct {
 	ino, size int64
@@ -185,9 +190,7 @@ func (c *recordCache) read(dir string) (record, error) {
 	path := filepath.Join(dir, recordFileName)
 	st, err := os.Stat(path)
 	if err != nil {
-		c.mu.Lock()
-		delete(c.entries, dir)
-		c.mu.Unlock()
+		c.drop(dir)
 		return record{}, err
 	}
 	ino := fileIno(st)
@@ -201,17 +204,65 @@ func (c *recordCache) read(dir string) (record, error) {
 	if err != nil {
 		return rec, err
 	}
-	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[string]cachedRecord{}
-	}
-	c.entries[dir] = cachedRecord{ino: ino, size: st.Size(), mod: st.ModTime(), rec: rec}
-	c.mu.Unlock()
+	c.store(dir, st, rec)
 	return rec, nil
 }
 
-// keepOnly forgets the directories not in dirs (their mounts were unpublished).
-func (c *recordCache) keepOnly(dirs map[string]bool) {
+// put records that rec was just written to dir.
+func (c *recordCache) put(dir string, rec record) {
+	st, err := os.Stat(filepath.Join(dir, recordFileName))
+	if err != nil {
+		c.drop(dir)
+		return
+	}
+	c.store(dir, st, rec)
+}
+
+func (c *recordCache) store(dir string, st os.FileInfo, rec record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]cachedRecord{}
+	}
+	c.entries[dir] = cachedRecord{ino: fileIno(st), size: st.Size(), mod: st.ModTime(), rec: rec}
+}
+
+// drop forgets dir (its state was removed).
+func (c *recordCache) drop(dir string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, dir)
+}
+
+// cached returns the cached records by directory, when the last full scan is recent enough
+// for them to be the list.
+func (c *recordCache) cached(now time.Time) (map[string]record, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scanned.IsZero() || now.Sub(c.scanned) >= rescanEvery {
+		return nil, false
+	}
+	out := make(map[string]record, len(c.entries))
+	for d, e := range c.entries {
+		out[d] = e.rec
+	}
+	return out, true
+}
+
+// has reports whether dir has a record, and whether the cache can say (a recent full scan).
+func (c *recordCache) has(dir string, now time.Time) (recorded, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scanned.IsZero() || now.Sub(c.scanned) >= rescanEvery {
+		return false, false
+	}
+	_, ok := c.entries[dir]
+	return ok, true
+}
+
+// scannedAt forgets the directories not in dirs (their mounts were unpublished) and notes a
+// full scan at now.
+func (c *recordCache) scannedAt(dirs map[string]bool, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for d := range c.entries {
@@ -219,6 +270,7 @@ func (c *recordCache) keepOnly(dirs map[string]bool) {
 			delete(c.entries, d)
 		}
 	}
+	c.scanned = now
 }
 
 // fileIno is the inode of a file (0 where the platform does not say).

@@ -413,3 +413,54 @@ func TestRecordCache(t *testing.T) {
 		t.Errorf("%d entries kept for removed records", len(c.entries))
 	}
 }
+
+// TestTargetsFromTheRecordCache: between full scans the mounter's own writes and removals are
+// the list (no system call per record); a record written behind its back shows at the next
+// full scan.
+func TestTargetsFromTheRecordCache(t *testing.T) {
+	m := &Mounter{cfg: Config{StateDir: t.TempDir()}}
+	mk := func(target string) string {
+		dir := m.stateDir(target)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	paths := func() []string {
+		var out []string
+		for _, tg := range m.Targets() {
+			out = append(out, tg.Path)
+		}
+		return out
+	}
+	if err := writeRecord(mk("/k/a"), record{VolumeID: "v", Target: "/k/a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(); !slices.Equal(got, []string{"/k/a"}) {
+		t.Fatalf("first scan: %v", got)
+	}
+	if err := m.saveRecord(mk("/k/b"), record{VolumeID: "v", Target: "/k/b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(); !slices.Equal(got, []string{"/k/a", "/k/b"}) || !m.Recorded("/k/b") {
+		t.Fatalf("after saveRecord: %v, recorded %v", got, m.Recorded("/k/b"))
+	}
+	if err := m.removeState(m.stateDir("/k/a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(); !slices.Equal(got, []string{"/k/b"}) || m.Recorded("/k/a") {
+		t.Fatalf("after removeState: %v, recorded %v", got, m.Recorded("/k/a"))
+	}
+	if err := writeRecord(mk("/k/c"), record{VolumeID: "v", Target: "/k/c"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(); !slices.Equal(got, []string{"/k/b"}) {
+		t.Fatalf("a record written behind the mounter's back listed before the next full scan (no scan is made between): %v", got)
+	}
+	m.records.mu.Lock()
+	m.records.scanned = m.records.scanned.Add(-rescanEvery)
+	m.records.mu.Unlock()
+	if got := paths(); !slices.Equal(got, []string{"/k/b", "/k/c"}) {
+		t.Fatalf("after a full scan: %v", got)
+	}
+}

@@ -5,8 +5,12 @@
 package mounttable
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
+	"sync"
 	"strconv"
 	"strings"
 )
@@ -70,11 +74,42 @@ type Table struct {
 // project's Linux 6.18 test machine, with other mounts changing, the flag came up to 2 s late
 // or not at all after an unmount, so a cached table would have shown mounts already gone.
 func (t Table) List() ([]Entry, error) {
-	data, err := os.ReadFile(t.path())
+	data, err := readAll(t.path())
 	if err != nil {
 		return nil, fmt.Errorf("read mount table: %w", err)
 	}
-	return parse(string(data))
+	return parse(data)
+}
+
+// buffers are read buffers, kept between reads: a proc file has no size to read up front, and
+// growing a buffer for each read made most of a sweep's garbage.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// readAll reads a file into one string of exactly its size.
+func readAll(path string) (string, error) {
+	f, err := os.Open(path) //nolint:gosec // G304: the mount table, or a test's copy of one
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	bp := buffers.Get().(*[]byte)
+	defer buffers.Put(bp)
+	buf := (*bp)[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	*bp = buf
+	return string(buf), nil
 }
 
 func (t Table) path() string {

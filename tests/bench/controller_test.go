@@ -108,6 +108,9 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 		benchVolumeOf(b, k, name, "bucket-"+name)
 	}
 	args := []string{"--v=0"}
+	if extra := os.Getenv("BENCH_CONTROLLER_ARGS"); extra != "" {
+		args = append(args, strings.Fields(extra)...) // e.g. --batch-window=500ms
+	}
 	pprofAddr := ""
 	if os.Getenv("BENCH_SCALE_PROFILES") != "" {
 		pprofAddr = freeAddr(b)
