@@ -95,9 +95,20 @@ func (r *Router) Counts(podsDir string) (map[mountmode.Mode]int, error) {
 		return nil, err
 	}
 	counts := map[mountmode.Mode]int{mountmode.Systemd: 0, mountmode.Pod: 0, mountmode.Legacy: 0}
+	// The devices of pod mode's shared mounts, once: classifying each mount against the whole
+	// table made a scrape O(mounts²).
+	shared := map[[2]int]bool{}
+	for i := range all {
+		if strings.HasPrefix(all[i].MountPoint, r.sourceRoot+"/") {
+			shared[[2]int{all[i].Major, all[i].Minor}] = true
+		}
+	}
 	for i := range all {
 		if strings.HasPrefix(all[i].MountPoint, podsDir+"/") && mounttable.IsMountS3(&all[i]) {
-			m := r.classify(&all[i], all)
+			m := mountmode.Systemd
+			if shared[[2]int{all[i].Major, all[i].Minor}] {
+				m = mountmode.Pod
+			}
 			if m == mountmode.Systemd && r.isLegacy(all[i].MountPoint) {
 				m = mountmode.Legacy
 			}

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ type options struct {
 	resyncInterval     time.Duration
 	orphanGrace        time.Duration
 	workers            int
+	gcPercent          int
 	leaderElect        bool
 	leaderElectionNS   string
 	leaderElectionID   string
@@ -65,6 +67,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.resyncInterval, "resync-interval", 2*time.Minute, "how often every attachment and Mountpoint Pod is checked again (stale-attachment cleaner)")
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", time.Minute, "age at which a Mountpoint Pod no attachment references is retired")
 	fs.IntVar(&o.workers, "workers", 4, "concurrent reconciles")
+	fs.IntVar(&o.gcPercent, "gc-percent", 100, "Go's garbage collection target (GOGC): the heap may grow this many percent over what is live before a collection; lower keeps the memory of a large pod cache down at some CPU")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader (Lease) so only one replica reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default $POD_NAMESPACE; in-cluster default otherwise)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "scality-csi-controller", "name of the leader election Lease")
@@ -113,6 +116,9 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 	if o.batchWindow < 0 || o.resyncInterval <= 0 || o.orphanGrace <= 0 || o.workers < 1 {
 		errs = append(errs, errors.New("--batch-window must be >= 0; --resync-interval, --orphan-grace and --workers must be positive"))
 	}
+	if o.gcPercent < 10 || o.gcPercent > 1000 {
+		errs = append(errs, fmt.Errorf("--gc-percent must be between 10 and 1000, not %d (100 is Go's default)", o.gcPercent))
+	}
 	return reconciler.Config{
 		MountpointPod: reconciler.MountpointPodConfig{
 			Namespace: o.namespace, Image: o.image, Command: []string{o.command}, ImagePullPolicy: policy,
@@ -148,6 +154,7 @@ func main() {
 }
 
 func run(o options, cfg reconciler.Config) error {
+	debug.SetGCPercent(o.gcPercent)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err

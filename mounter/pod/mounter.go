@@ -139,13 +139,14 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	}
 	args := fdArgs(req.Args)
 	src := sourceRecord{Bucket: req.Bucket, Args: args.List(), Env: env, ReadOnly: req.VolumeReadOnly}
-	if err := m.ensureSource(ctx, pod, source, comm, src); err != nil {
+	snap, err := m.ensureSource(ctx, pod, source, comm, src)
+	if err != nil {
 		return err
 	}
 	if err := writeJSON(m.paths.sourceRecord(mp), src); err != nil {
 		return err
 	}
-	return m.bindTarget(ctx, source, targetRecord{Target: req.Target, MountpointPod: mp, VolumeID: req.VolumeID, ReadOnly: req.ReadOnly,
+	return m.bindTarget(ctx, source, snap, targetRecord{Target: req.Target, MountpointPod: mp, VolumeID: req.VolumeID, ReadOnly: req.ReadOnly,
 		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
 		PVName: req.PVName, Recovery: req.Recovery})
 }
@@ -170,12 +171,20 @@ func fdArgs(requested mountargs.Args) mountargs.Args {
 }
 
 // bindTarget makes rec.Target a bind of source over the driver's guard: nothing to do when it
-// already is one; a dead bind is replaced.
-func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecord) error {
+// already is one; a dead bind is replaced. snap, when not nil, is a read of the mount table made
+// since the caller took the target's lock and before any mount change of its own: the target is
+// looked up there instead of in a new read (at thousands of mounts each read costs
+// milliseconds of the kernel's time).
+func (m *Mounter) bindTarget(ctx context.Context, source string, snap mounthealth.Snapshot, rec targetRecord) error {
 	target := rec.Target
-	r, err := m.health.Check(ctx, target)
-	if err != nil {
-		return err
+	var r mounthealth.Result
+	if snap != nil {
+		r = m.health.CheckIn(ctx, target, snap)
+	} else {
+		var err error
+		if r, err = m.health.Check(ctx, target); err != nil {
+			return err
+		}
 	}
 	switch r.State {
 	case mounthealth.Live:
@@ -233,24 +242,25 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, rec targetRecor
 // already does; otherwise (no mount yet, or a dead one: the pod's mount-s3 died) mount FUSE,
 // send the options and the fd, and wait until mount-s3 answers (or reports an error in
 // mount.err).
-func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, comm string, src sourceRecord) error {
-	r, err := m.health.Check(ctx, source)
+func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, comm string, src sourceRecord) (mounthealth.Snapshot, error) {
+	snap, err := m.health.Snapshot()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	r := m.health.CheckIn(ctx, source, snap)
 	switch r.State {
 	case mounthealth.Live:
-		return nil
+		return snap, nil // nothing mounted since the read: bindTarget may look the target up in it
 	case mounthealth.Dead:
 		klog.InfoS("Shared mount is dead, handing a new one to the Mountpoint Pod", "source", source, "mountpointPod", pod.Name, "cause", r.Cause)
 		if err := m.unmountSource(ctx, source); err != nil {
-			return err
+			return nil, err
 		}
 	case mounthealth.Foreign:
-		return fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, source, r.Entry.FsType, r.Entry.Source)
+		return nil, fmt.Errorf("%w: %s holds a %s mount from %s", mounter.ErrTargetInUse, source, r.Entry.FsType, r.Entry.Source)
 	}
 	if err := os.MkdirAll(source, 0o750); err != nil {
-		return fmt.Errorf("create source directory: %w", err)
+		return nil, fmt.Errorf("create source directory: %w", err)
 	}
 	if d, err := confined.Open(comm); err == nil {
 		_ = d.Remove(commError)
@@ -258,13 +268,13 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 	}
 	errWatch, err := watchFile(comm, commError)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer errWatch.Close()
 	allowOther := slices.ContainsFunc(src.Args, func(a string) bool { return a == "--allow-other" || a == "--allow-root" })
 	fuse, err := m.kernel.MountFUSE(source, allowOther, src.ReadOnly)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -278,14 +288,14 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 	sendErr := m.send(ctx, filepath.Join(comm, commSocket), mountoptions.Options{BucketName: src.Bucket, Args: src.Args, Env: src.Env}, int(fuse.Fd()))
 	fuse.Close() // the pod holds its own copy now (or never will)
 	if sendErr != nil {
-		return fmt.Errorf("hand the mount over to Mountpoint Pod %s: %w", pod.Name, sendErr)
+		return nil, fmt.Errorf("hand the mount over to Mountpoint Pod %s: %w", pod.Name, sendErr)
 	}
 	if err := m.waitServed(ctx, source, errWatch); err != nil {
-		return fmt.Errorf("%w: Mountpoint Pod %s: %s", mounter.ErrMountFailed, pod.Name, err)
+		return nil, fmt.Errorf("%w: Mountpoint Pod %s: %s", mounter.ErrMountFailed, pod.Name, err)
 	}
 	ok = true
 	klog.V(2).InfoS("Mountpoint Pod serves the bucket", "mountpointPod", pod.Name, "bucket", src.Bucket, "source", source, "duration", time.Since(start))
-	return nil
+	return nil, nil // mounted since the read: the target is looked up afresh
 }
 
 // waitServed waits until the FUSE mount at source answers (mount-s3 took it over) or the pod
@@ -465,10 +475,11 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	}
 	defer unlock()
 	source := m.paths.source(rec.MountpointPod)
-	if err := m.ensureSource(ctx, pod, source, m.paths.comm(pod.UID), src); err != nil {
+	snap, err := m.ensureSource(ctx, pod, source, m.paths.comm(pod.UID), src)
+	if err != nil {
 		return false, err
 	}
-	if err := m.bindTarget(ctx, source, rec); err != nil {
+	if err := m.bindTarget(ctx, source, snap, rec); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -10,9 +10,9 @@ import (
 	"io"
 	"os"
 	"slices"
-	"sync"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // FSName is the filesystem name mount-s3 registers; it is the source column of its mounts.

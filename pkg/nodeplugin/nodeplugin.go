@@ -29,6 +29,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
+	"github.com/s3csi/s3-csi-driver/pkg/memreturn"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
@@ -231,6 +232,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.HealthCheckInterval > 0 {
 		go monitor.Run(ctx)
 	}
+	// A burst of publishes or unpublishes grows the heap; give it back once it sits unused.
+	go memreturn.Run(ctx, 10*time.Second, 4<<20)
 	if cfg.HealthAddress != "" {
 		if err := serveHealth(ctx, cfg.HealthAddress, ready); err != nil {
 			return err

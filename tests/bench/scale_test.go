@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/godbus/dbus/v5"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/s3csi/s3-csi-driver/tests/harness"
@@ -32,6 +34,9 @@ type scaleNode struct {
 	// prepare readies volume i outside the timed part (pod mode: the workload is attached
 	// and its Mountpoint Pod Running).
 	prepare func(i int)
+	// storm, in systemd mode, counts the D-Bus signals systemd sends a private connection
+	// within 2 s of one mount and unmount elsewhere on the node.
+	storm func() int
 }
 
 // BenchmarkScaleNode prints, for each mode, the node plugin's own costs at growing numbers of
@@ -79,7 +84,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	ctx := context.Background()
 	pid := n.drv.Pid()
 	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
-	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms")
+	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op")
 	fmt.Printf("%12d %13s %9.1f %15s %14s %16s\n", 0, "-", rssMiB(b, pid), "-", "-", "-")
 	live := 0
 	for _, size := range sizes {
@@ -131,8 +136,12 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		}
 		unpub := time.Since(start)
 		jobs2 := systemdJobs(b, n.metrics)
-		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
-			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000))
+		storm := "-"
+		if n.storm != nil {
+			storm = strconv.Itoa(n.storm())
+		}
+		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
+			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm)
 		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
@@ -164,7 +173,7 @@ func scaleSystemd(b *testing.B) *scaleNode {
 		ExtraArgs: []string{"--v=0", "--metrics-address=" + addr, "--profiling"}})
 	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
 	return &scaleNode{
-		drv: drv, metrics: addr,
+		drv: drv, metrics: addr, storm: func() int { return signalStorm(b, sd.Socket, kubelet) },
 		diagnose: func() string { l := sd.Log(); return l[max(0, len(l)-3000):] },
 		prepare: func(i int) {
 			if err := os.MkdirAll(filepath.Dir(target(i)), 0o750); err != nil {
@@ -236,6 +245,48 @@ func sweepTotals(b *testing.B, addr string) (sum, count float64) {
 	sum, _ = harness.MetricSum(text, "s3csi_node_mount_sweep_seconds_sum")
 	count, _ = harness.MetricSum(text, "s3csi_node_mount_sweep_seconds_count")
 	return sum, count
+}
+
+// signalStorm counts the D-Bus signals systemd sends a private connection of its own within 2 s
+// of one tmpfs mounted and unmounted under dir: systemd announces every mount unit it sees
+// changed, and a path with two mounts stacked (the guard under mount-s3's bind) reads as
+// changed at every reading of the mount table.
+func signalStorm(b *testing.B, socket, dir string) int {
+	conn, err := dbus.Dial("unix:path=" + socket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		b.Fatal(err)
+	}
+	ch := make(chan *dbus.Signal, 1<<16)
+	conn.Signal(ch)
+	time.Sleep(500 * time.Millisecond) // what was under way before
+	for len(ch) > 0 {
+		<-ch
+	}
+	probe, err := os.MkdirTemp(dir, "storm-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(probe)
+	if err := syscall.Mount("storm", probe, "tmpfs", 0, "size=4k"); err != nil {
+		b.Fatal(err)
+	}
+	if err := syscall.Unmount(probe, 0); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for end := time.After(2 * time.Second); ; {
+		select {
+		case <-ch:
+			n++
+			continue
+		case <-end:
+		}
+		return n
+	}
 }
 
 // systemdJobs returns the seconds the node plugin has waited for systemd's jobs so far
