@@ -19,6 +19,11 @@ type Key struct {
 	AuthSource   string
 }
 
+// Of2x reports whether the key is that of an attachment Scality's 2.x made: 2.x records no
+// authentication source. Such an attachment keeps the workloads 2.x attached until they end and
+// never takes a new one (docs/upgrade.md).
+func (k Key) Of2x() bool { return k.AuthSource == "" }
+
 // String renders the key unambiguously (fields are length-prefixed).
 func (k Key) String() string {
 	var b strings.Builder

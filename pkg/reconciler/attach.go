@@ -90,7 +90,7 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (rec
 	// attached until they end: new ones go to this driver's own key.
 	var newPods []*corev1.Pod
 	for uid, pod := range desired {
-		if !attached[uid] && pod.Status.Phase != corev1.PodRunning && key.AuthSource != "" {
+		if !attached[uid] && pod.Status.Phase != corev1.PodRunning && !key.Of2x() {
 			newPods = append(newPods, pod)
 		}
 	}
@@ -161,7 +161,7 @@ func (r *Reconciler) attachments(ctx context.Context, key podcontract.Key) (*crd
 			dups = append(dups, &list.Items[i])
 		}
 	}
-	if cur == nil && key.AuthSource == "" && len(dups) > 0 {
+	if cur == nil && key.Of2x() && len(dups) > 0 {
 		// Scality 2.x's attachment (generated name): kept and updated under its own name, so
 		// that its workloads are never briefly in two attachments and a rollback finds it.
 		slices.SortFunc(dups, func(a, b *crdv2.MountpointS3PodAttachment) int { return compareStrings(a.Name, b.Name) })
@@ -193,7 +193,7 @@ func (r *Reconciler) desiredWorkloads(ctx context.Context, key podcontract.Key) 
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		own := keyFor(pod, &pv)
-		if key.AuthSource == "" {
+		if key.Of2x() {
 			own.AuthSource = "" // an attachment of Scality's 2.x: its key has no authentication source
 		}
 		if pod.Spec.NodeName != key.NodeName || isEnded(pod) || own != key {
