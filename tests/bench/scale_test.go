@@ -331,15 +331,21 @@ func rssMiB(b *testing.B, pid int) float64 {
 	return 0
 }
 
-// saveProfiles writes the node plugin's heap profile, its goroutines, the runtime's memory
-// statistics and a 5 s CPU profile (idle) to $BENCH_SCALE_PROFILES/<name>.{heap,goroutines,
-// memstats,cpu} when that variable names a directory; read them with go tool pprof.
+// saveProfiles writes the node plugin's heap profile, its goroutines and the runtime's memory
+// statistics, and with BENCH_SCALE_CPU set a 5 s CPU profile (idle), to
+// $BENCH_SCALE_PROFILES/<name>.{heap,goroutines,memstats,cpu} when that variable names a
+// directory; read them with go tool pprof.
 func saveProfiles(b *testing.B, metrics, name string) {
 	dir := os.Getenv("BENCH_SCALE_PROFILES")
 	if dir == "" {
 		return
 	}
-	for _, p := range []struct{ path, ext string }{{"heap?gc=1", "heap"}, {"goroutine", "goroutines"}, {"heap?debug=1", "memstats"}, {"profile?seconds=5", "cpu"}} {
+	profiles := []struct{ path, ext string }{{"heap?gc=1", "heap"}, {"goroutine", "goroutines"}, {"heap?debug=1", "memstats"}}
+	if os.Getenv("BENCH_SCALE_CPU") != "" {
+		// The CPU profiler keeps about 8 MiB of buffers: the RSS of later rows grows by it.
+		profiles = append(profiles, struct{ path, ext string }{"profile?seconds=5", "cpu"})
+	}
+	for _, p := range profiles {
 		resp, err := http.Get("http://" + metrics + "/debug/pprof/" + p.path)
 		if err != nil {
 			b.Fatalf("profile %s: %v", p.path, err)
