@@ -342,7 +342,7 @@ func (m *Monitor) probeOne(ctx context.Context, items []sweepItem, idx []int) (p
 
 // check handles one target and returns "live" or "dead" (dead includes vanished). all is the
 // mode's targets (for the targets sharing a mount with t). r, when not nil, is what the sweep
-// found (its read of the mount table, and its probe, made without t's lock); t is looked up
+// found (its read of the mount table, and its probe, made before check took t's lock); t is looked up
 // again, under its lock, when r shows it gone, foreign or dead (it may have been published or
 // repaired since), or when r was not probed and t is known dead (a dead daemon's mount stays in
 // the table until it is unmounted: only a probe says it serves again).
