@@ -43,3 +43,21 @@ func TestPullSecretsFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestGCPercentFlag(t *testing.T) {
+	for value, wantErr := range map[string]string{"50": "", "100": "", "5": "--gc-percent must be between 10 and 1000, not 5", "2000": "--gc-percent must be between 10 and 1000"} {
+		var o options
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse([]string{"--mountpoint-image=img", "--gc-percent=" + value}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := o.reconcilerConfig()
+		if wantErr == "" && err != nil {
+			t.Errorf("--gc-percent=%s: %v", value, err)
+		}
+		if wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("--gc-percent=%s: error %v, want one saying %q", value, err, wantErr)
+		}
+	}
+}

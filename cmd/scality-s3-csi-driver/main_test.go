@@ -37,6 +37,8 @@ func TestValidate(t *testing.T) {
 		{"controller with no budget", []string{"--mode=controller", "--empty-bucket-budget=0s"}, "--empty-bucket-budget must be positive"},
 		{"controller with a bad endpoint", []string{"--mode=controller", "--s3-endpoint-url=s3.example.com"}, "--s3-endpoint-url"},
 		{"unknown mode", []string{"--mode=both"}, "--mode must be node or controller"},
+		{"node probing every mount", []string{"--node-id=n1", "--health-probes-per-check=0"}, ""},
+		{"node with a negative probe bound", []string{"--node-id=n1", "--health-probes-per-check=-1"}, "--health-probes-per-check must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,5 +72,13 @@ func TestRunControllerRefusesBadCABundle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "csi.sock")); err == nil {
 		t.Error("the socket was created although start-up failed")
+	}
+}
+
+func TestProbesPerCheckFlag(t *testing.T) {
+	for v, want := range map[int]int{0: -1, 1: 1, 100: 100} {
+		if got := probesPerCheck(v); got != want {
+			t.Errorf("probesPerCheck(%d) = %d, want %d (0 means every mount-s3, the monitor's negative)", v, got, want)
+		}
 	}
 }
