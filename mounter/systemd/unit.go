@@ -239,7 +239,7 @@ func (c *recordCache) drop(dir string) {
 func (c *recordCache) cached(now time.Time) (map[string]record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.scanned.IsZero() || now.Sub(c.scanned) >= rescanEvery {
+	if !c.freshLocked(now) {
 		return nil, false
 	}
 	out := make(map[string]record, len(c.entries))
@@ -253,11 +253,16 @@ func (c *recordCache) cached(now time.Time) (map[string]record, bool) {
 func (c *recordCache) has(dir string, now time.Time) (recorded, known bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.scanned.IsZero() || now.Sub(c.scanned) >= rescanEvery {
+	if !c.freshLocked(now) {
 		return false, false
 	}
 	_, ok := c.entries[dir]
 	return ok, true
+}
+
+// freshLocked reports whether the last full scan is recent enough for the cache to be the list.
+func (c *recordCache) freshLocked(now time.Time) bool {
+	return !c.scanned.IsZero() && now.Sub(c.scanned) < rescanEvery
 }
 
 // scannedAt forgets the directories not in dirs (their mounts were unpublished) and notes a

@@ -215,18 +215,35 @@ func (r *Reconciler) requestHandler() handler.TypedEventHandler[Request, Request
 
 // stripPod keeps only what the reconciler reads of a pod (volumes' claims, node, fsGroup,
 // phase, identity, labels and annotations), which keeps a cluster-wide pod cache small.
-func stripPod(obj any) (any, error) {
+func stripPod(obj any) (any, error) { return strip(obj, ""), nil }
+
+// stripPodOutside is stripPod that also drops, for pods outside namespace (workloads: the
+// Mountpoint Pods live in namespace), the metadata the reconciler reads only of Mountpoint Pods:
+// labels, annotations, owners, finalizers. A workload's labels and annotations (a
+// last-applied-configuration, say) are often most of what a stripped pod would weigh.
+func stripPodOutside(namespace string) toolscache.TransformFunc {
+	return func(obj any) (any, error) { return strip(obj, namespace), nil }
+}
+
+// strip does stripPod's work; pods outside identityOnlyOutside (when not empty) keep only their
+// identity of their metadata.
+func strip(obj any, identityOnlyOutside string) any {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
-		return obj, nil
+		return obj
 	}
 	out := &corev1.Pod{
-		TypeMeta:   pod.TypeMeta,
-		ObjectMeta: *pod.ObjectMeta.DeepCopy(),
-		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
-		Status:     corev1.PodStatus{Phase: pod.Status.Phase},
+		TypeMeta: pod.TypeMeta,
+		Spec:     corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Status:   corev1.PodStatus{Phase: pod.Status.Phase},
 	}
-	out.ManagedFields = nil
+	if identityOnlyOutside != "" && pod.Namespace != identityOnlyOutside {
+		out.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp}
+	} else {
+		out.ObjectMeta = *pod.ObjectMeta.DeepCopy()
+		out.ManagedFields = nil
+	}
 	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
 		fs := *sc.FSGroup
 		out.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: &fs}
@@ -241,22 +258,7 @@ func stripPod(obj any) (any, error) {
 			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
 		}
 	}
-	return out, nil
-}
-
-// stripPodOutside is stripPod that also drops, for pods outside namespace (workloads: the
-// Mountpoint Pods live in namespace), the metadata the reconciler reads only of Mountpoint Pods:
-// labels, annotations, owners, finalizers. A workload's labels and annotations (a
-// last-applied-configuration, say) are often most of what a stripped pod would weigh.
-func stripPodOutside(namespace string) toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		out, err := stripPod(obj)
-		if pod, ok := out.(*corev1.Pod); ok && err == nil && pod.Namespace != namespace {
-			pod.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-				CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp}
-		}
-		return out, err
-	}
+	return out
 }
 
 // resyncEvery sends every attachment's key and every Mountpoint Pod to the controller, so a
