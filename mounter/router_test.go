@@ -28,11 +28,13 @@ func routerFixture(t *testing.T, mode *mountmode.Mode) (*mounter.Router, *mounte
 	}
 	src := filepath.Join(dir, "plugins", "s3.csi.scality.com", "mnt", "mp-x")
 	info := fmt.Sprintf(`1 0 8:1 / / rw - ext4 /dev/vda rw
-10 1 0:40 / %s rw - fuse mountpoint-s3 rw
-11 1 0:41 / %s rw - fuse mountpoint-s3 rw
-12 1 0:41 / %s rw - fuse mountpoint-s3 rw
-13 1 0:42 / %s rw - tmpfs tmpfs rw
-`, targets["sys"], src, targets["pod"], targets["foreign"])
+10 1 0:40 / %[1]s rw - fuse mountpoint-s3 rw
+14 10 0:40 / %[1]s rw - fuse mountpoint-s3 rw
+11 1 0:41 / %[2]s rw - fuse mountpoint-s3 rw
+12 1 0:41 / %[3]s rw - fuse mountpoint-s3 rw
+15 12 0:41 / %[3]s rw - fuse mountpoint-s3 rw
+13 1 0:42 / %[4]s rw - tmpfs tmpfs rw
+`, targets["sys"], src, targets["pod"], targets["foreign"]) // each target two binds, as published
 	p := filepath.Join(dir, "mountinfo")
 	if err := os.WriteFile(p, []byte(info), 0o644); err != nil {
 		t.Fatal(err)

@@ -82,7 +82,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")
 	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
 	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
-	fs.StringVar(&o.mountPath, "mount-path", "/bin/mount", "host path of mount(8), run by each mount unit to mount the guard under mount-s3's mount (systemd mount mode)")
+	fs.StringVar(&o.mountPath, "mount-path", "/bin/mount", "host path of mount(8), run by each mount unit to bind mount-s3's mount onto the target (systemd mount mode)")
 	fs.StringVar(&o.kubeletPath, "kubelet-path", "/var/lib/kubelet", "kubelet root directory; the plugin must see it at the same path as the host")
 	fs.StringVar(&o.s3EndpointURL, "s3-endpoint-url", os.Getenv("AWS_ENDPOINT_URL"), "S3 endpoint URL given to mount-s3 (default $AWS_ENDPOINT_URL; empty: mount-s3's default AWS endpoint)")
 	fs.StringVar(&o.s3Region, "s3-region", envOr("AWS_REGION", "us-east-1"), "S3 region given to mount-s3 (default $AWS_REGION, else us-east-1)")

@@ -50,8 +50,6 @@ type kernel interface {
 	// Bind makes target show source (read-only when asked), on the directory target names
 	// without following a link.
 	Bind(source, target string, readOnly bool) error
-	// Guard mounts the driver's empty read-only guard at target.
-	Guard(target string) error
 	// Unmount removes the top mount at path; nothing mounted is not an error.
 	Unmount(path string, how unmountHow) error
 	// Answer returns once the filesystem at path answers (blocks while it does not).
@@ -62,7 +60,7 @@ type kernel interface {
 // (mountoptions.Send).
 type sendFunc func(ctx context.Context, socket string, o mountoptions.Options, fd int) error
 
-// bindsOf lists the workload bind mounts of source: the mount points below podsDir (kubelet's
+// bindsOf lists the targets bound to source: the mount points below podsDir (kubelet's
 // pods directory) that show the same filesystem, from the mount table. Other copies of the
 // mount do not count as users: after a node plugin restart its container sees the shared mount
 // again under /csi (the plugin directory's mount, a recursive bind of the host's), and the
@@ -82,8 +80,10 @@ func bindsOf(table mounttable.Table, source, podsDir string) ([]string, error) {
 		return nil, nil
 	}
 	var out []string
+	seen := map[string]bool{} // once per target, which holds two binds
 	for _, e := range entries {
-		if e.Major == src.Major && e.Minor == src.Minor && strings.HasPrefix(e.MountPoint, podsDir+"/") {
+		if e.Major == src.Major && e.Minor == src.Minor && strings.HasPrefix(e.MountPoint, podsDir+"/") && !seen[e.MountPoint] {
+			seen[e.MountPoint] = true
 			out = append(out, e.MountPoint)
 		}
 	}

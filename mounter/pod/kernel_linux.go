@@ -86,18 +86,6 @@ func bindAlone(source string, dirFD int) error {
 	return nil
 }
 
-// Guard mounts the driver's guard (mounttable.GuardSource) at target: an empty read-only tmpfs
-// under the bind, so that the target never shows the node's disk while no live mount is on it.
-func (hostKernel) Guard(target string) error {
-	flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
-	if err := atDir(target, func(at string) error {
-		return unix.Mount(mounttable.GuardSource, at, "tmpfs", flags, mounttable.GuardOptions)
-	}); err != nil {
-		return fmt.Errorf("mount the guard at %s: %w", target, err)
-	}
-	return nil
-}
-
 // Unmount removes the top mount at path; a mount that is already gone is fine.
 func (hostKernel) Unmount(path string, how unmountHow) error {
 	flags := 0

@@ -15,6 +15,5 @@ type hostKernel struct{}
 
 func (hostKernel) MountFUSE(string, bool, bool) (*os.File, error) { return nil, errLinuxOnly }
 func (hostKernel) Bind(string, string, bool) error                { return errLinuxOnly }
-func (hostKernel) Guard(string) error                             { return errLinuxOnly }
 func (hostKernel) Unmount(string, unmountHow) error               { return errLinuxOnly }
 func (hostKernel) Answer(string) error                            { return errLinuxOnly }

@@ -93,7 +93,7 @@ func (m *Mounter) Check(ctx context.Context) error {
 
 // Mount implements mounter.Mounter: wait for the workload's Mountpoint Pod, refresh its
 // credentials, mount FUSE at the pod's source and hand it over (first workload, or when the
-// shared mount died), then bind-mount the source at the target over the driver's guard.
+// shared mount died), then bind-mount the source at the target (twice, see bindTarget).
 // Idempotent; a dead bind (its Mountpoint Pod's mount-s3 died) is replaced; on failure the
 // target is as it was and a source mount made by this call is undone.
 func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
@@ -170,8 +170,13 @@ func fdArgs(requested mountargs.Args) mountargs.Args {
 	return args
 }
 
-// bindTarget makes rec.Target a bind of source over the driver's guard: nothing to do when it
-// already is one; a dead bind is replaced. snap, when not nil, is a read of the mount table made
+// bindTarget makes rec.Target two binds of source, stacked: nothing to do when it already
+// holds one; a dead bind is covered by two new ones. Two, so that one unmount under the
+// workload leaves the bucket served rather than the node's disk; and two binds of one mount
+// read the same in the mount table, where the tmpfs guard of earlier releases under one bind
+// made systemd announce every target's mount unit at every mount change on the node (ADR
+// 0008). An earlier release's guard at the target stays under the new binds until the
+// unpublish. snap, when not nil, is a read of the mount table made
 // since the caller took the target's lock and before any mount change of its own: the target is
 // looked up there instead of in a new read (at thousands of mounts each read costs
 // milliseconds of the kernel's time).
@@ -213,20 +218,17 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, snap mounthealt
 	if err != nil {
 		return err
 	}
-	guarded := r.Guarded
-	if !guarded {
-		if err := m.kernel.Guard(target); err != nil {
-			if created {
-				os.Remove(target)
-			}
-			return err
+	// Two binds (see bindTarget's doc); the first goes when the second fails.
+	if err := m.kernel.Bind(source, target, rec.ReadOnly); err != nil {
+		if created {
+			os.Remove(target)
 		}
+		return err
 	}
 	if err := m.kernel.Bind(source, target, rec.ReadOnly); err != nil {
-		if !guarded {
-			_ = m.kernel.Unmount(target, plain)
-		}
-		if created {
+		if uerr := m.kernel.Unmount(target, plain); uerr != nil {
+			klog.ErrorS(uerr, "Cleanup after a failed bind could not unmount the first bind", "target", target)
+		} else if created {
 			os.Remove(target)
 		}
 		return err
@@ -382,8 +384,8 @@ func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
 	}
 }
 
-// Unmount implements mounter.Mounter: it removes only the workload's bind mount and the guard
-// below it (and the empty target directory); the shared mount stays for the other workloads
+// Unmount implements mounter.Mounter: it removes only the workload's bind mounts and an earlier
+// release's guard below them (and the empty target directory); the shared mount stays for the other workloads
 // until the controller retires the Mountpoint Pod. A mount of anything else is refused.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	r, err := m.health.Check(ctx, target)

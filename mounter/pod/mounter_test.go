@@ -18,7 +18,10 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mountoptions"
 )
 
-const guard = "tmpfs:s3csi-guard"
+const (
+	guard = "tmpfs:s3csi-guard" // an earlier release's
+	bind  = "fuse:mountpoint-s3"
+)
 
 func request(t *testing.T, target, workload string) mounter.Request {
 	t.Helper()
@@ -31,7 +34,7 @@ func request(t *testing.T, target, workload string) mounter.Request {
 		Credentials: &credentials.Credentials{AccessKeyID: "AKIDFAKE", SecretAccessKey: "s3cr3t-value"}}
 }
 
-// stack renders the mounts at path without device numbers: "fuse:mountpoint-s3", guard.
+// stack renders the mounts at path without device numbers: bind, guard.
 func (r *rig) stack(path string) []string {
 	var out []string
 	for _, m := range r.k.at(path) {
@@ -50,14 +53,14 @@ func TestMountFirstWorkloadHandsOverThenBinds(t *testing.T) {
 	source := r.m.paths.source("mp-a")
 	want := []string{
 		"fuse " + source + " ro=false",
-		"guard " + target,
+		"bind " + source + " " + target + " ro=false",
 		"bind " + source + " " + target + " ro=false",
 	}
 	if diff := cmp.Diff(want, r.k.took()); diff != "" {
 		t.Errorf("kernel calls (-want +got):\n%s", diff)
 	}
-	if got := r.stack(target); !slices.Equal(got, []string{guard, "fuse:mountpoint-s3"}) {
-		t.Errorf("target stack = %v, want the guard under the bind", got)
+	if got := r.stack(target); !slices.Equal(got, []string{bind, bind}) {
+		t.Errorf("target stack = %v, want two binds", got)
 	}
 	sends := r.sends()
 	if len(sends) != 1 {
@@ -105,7 +108,7 @@ func TestMountSecondWorkloadOnlyBinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	source := r.m.paths.source("mp-a")
-	if diff := cmp.Diff([]string{"guard " + t2, "bind " + source + " " + t2 + " ro=false"}, r.k.took()); diff != "" {
+	if diff := cmp.Diff([]string{"bind " + source + " " + t2 + " ro=false", "bind " + source + " " + t2 + " ro=false"}, r.k.took()); diff != "" {
 		t.Errorf("kernel calls (-want +got):\n%s", diff)
 	}
 	if n := len(r.sends()); n != 1 {
@@ -156,7 +159,8 @@ func TestMountDeadSourceIsHandedOverAgain(t *testing.T) {
 	want := []string{
 		"unmount " + source + " abort", // the dead connection is aborted, never waited on
 		"fuse " + source + " ro=false",
-		"bind " + source + " " + target + " ro=false", // on top of the dead bind, over the same guard
+		"bind " + source + " " + target + " ro=false", // on top of the dead binds
+		"bind " + source + " " + target + " ro=false",
 	}
 	if diff := cmp.Diff(want, r.k.took()); diff != "" {
 		t.Errorf("kernel calls (-want +got):\n%s", diff)
@@ -164,7 +168,7 @@ func TestMountDeadSourceIsHandedOverAgain(t *testing.T) {
 	if n := len(r.sends()); n != 2 {
 		t.Errorf("%d hand-overs, want 2", n)
 	}
-	if got := r.stack(target); !slices.Equal(got, []string{guard, "fuse:mountpoint-s3", "fuse:mountpoint-s3"}) {
+	if got := r.stack(target); !slices.Equal(got, []string{bind, bind, bind, bind}) {
 		t.Errorf("target stack = %v", got)
 	}
 	res, err := r.m.health.Check(ctx, target)
@@ -255,18 +259,54 @@ func TestMountReportsMountErr(t *testing.T) {
 }
 
 func TestMountFailedBindIsUndone(t *testing.T) {
+	for _, ok := range []int{0, 1} { // the first bind fails; the second does
+		r := newRig(t)
+		r.mountpointPod("mp-a", "w1")
+		r.k.failOn["bind"] = errors.New("permission denied")
+		r.k.bindsOK = ok
+		target := r.target("w1")
+		if err := r.m.Mount(context.Background(), request(t, target, "w1")); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("%d binds made: err = %v", ok, err)
+		}
+		if got := r.k.at(target); len(got) != 0 {
+			t.Errorf("%d binds made: target keeps %v", ok, got)
+		}
+		if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%d binds made: target directory left: %v", ok, err)
+		}
+	}
+}
+
+// An earlier release mounted a tmpfs guard under one bind. Its targets are repaired with two
+// binds on top, and their unpublish removes the guard with the rest.
+func TestEarlierReleasesGuardedTarget(t *testing.T) {
 	r := newRig(t)
 	r.mountpointPod("mp-a", "w1")
-	r.k.failOn["bind"] = errors.New("permission denied")
+	ctx := context.Background()
 	target := r.target("w1")
-	if err := r.m.Mount(context.Background(), request(t, target, "w1")); err == nil || !strings.Contains(err.Error(), "permission denied") {
-		t.Fatalf("err = %v", err)
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	r.k.oldGuard(target)
+	if err := r.m.Mount(ctx, request(t, target, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.stack(target); !slices.Equal(got, []string{guard, bind, bind}) {
+		t.Fatalf("target stack = %v, want the old guard under two binds", got)
+	}
+	source := r.m.paths.source("mp-a")
+	r.k.kill(source)
+	if err := r.m.Mount(ctx, request(t, target, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.stack(target); !slices.Equal(got, []string{guard, bind, bind, bind, bind}) {
+		t.Fatalf("target stack after repair = %v", got)
+	}
+	if err := r.m.Unmount(ctx, target); err != nil {
+		t.Fatal(err)
 	}
 	if got := r.k.at(target); len(got) != 0 {
-		t.Errorf("target keeps %v", got)
-	}
-	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("target directory left: %v", err)
+		t.Errorf("target keeps %v after unpublish", got)
 	}
 }
 

@@ -8,11 +8,10 @@
 //   - state directory <StateDir>/<id>/ (0700) holding the AWS profile files (0600) the unit
 //     reads through AWS_PROFILE/AWS_CONFIG_FILE/AWS_SHARED_CREDENTIALS_FILE, mount-s3's output
 //     (mount-s3.log, quoted in errors) and a small record of what is mounted;
-//   - the unit first mounts the guard (mounttable.GuardSource, an empty read-only tmpfs) at the
-//     target: when mount-s3's mount vanishes, writes into the target fail instead of landing on
-//     the node's disk. mount-s3 refuses a mount point that already is one, so it mounts at the
-//     staging directory <StagingDir>/<id>, and the unit binds that onto the target, on top of
-//     the guard (ExecStartPost);
+//   - mount-s3 refuses a mount point that already is one, so it mounts at the staging directory
+//     <StagingDir>/<id>, and the unit binds that onto the target twice (ExecStartPost, see
+//     startRecorded): when one mount at the target is unmounted under the workload, the other
+//     still serves the bucket instead of the target showing the node's disk;
 //   - unmount runs `umount <target>` (forced for a dead mount) once per mount of ours at the
 //     target, as a oneshot unit mount-s3-umount-<id>.service, so it happens in the host's mount
 //     namespace whatever the plugin's own namespace is; every command must succeed.
@@ -65,7 +64,8 @@ type Config struct {
 	StagingDir string
 	// StartTimeout bounds how long systemd lets mount-s3 take to mount (default 60s).
 	StartTimeout time.Duration
-	// MountPath is the host path of mount(8), which mounts the guard (default /bin/mount).
+	// MountPath is the host path of mount(8), which binds mount-s3's mount onto the target
+	// (default /bin/mount).
 	MountPath string
 	// Health judges mounts (default: a Checker with mounthealth's default deadline).
 	Health *mounthealth.Checker
@@ -113,7 +113,7 @@ func newMounter(cfg Config, dial dialFunc) *Mounter {
 	}
 	return &Mounter{cfg: cfg, bus: &bus{dial: dial, dialTimeout: cfg.DialTimeout, callTimeout: cfg.CallTimeout}, health: health,
 		jobs: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "s3csi_node_systemd_job_seconds",
-			Help:    "Time systemd took to run the node plugin's jobs, from the D-Bus call to the job's end, by operation (start: a mount-s3 unit with its guard and bind mounts; stop), whatever their result.",
+			Help:    "Time systemd took to run the node plugin's jobs, from the D-Bus call to the job's end, by operation (start: a mount-s3 unit with its bind mounts; stop), whatever their result.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}, []string{"operation"})}
 }
 
@@ -168,7 +168,7 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	if err != nil {
 		return err
 	}
-	err = m.start(ctx, req, dir, unit, !r.Guarded)
+	err = m.start(ctx, req, dir, unit)
 	if err != nil {
 		// Clean up on a context that outlives a cancelled request.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -186,7 +186,7 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 }
 
 // cleanupFailed undoes a mount that failed half way: the unit is stopped, whatever it mounted
-// (the guard, a mount-s3 mount that never answered) is unmounted, and the state directory goes,
+// (binds of a mount-s3 mount that never answered) is unmounted, and the state directory goes,
 // unless the unit could not be stopped: the directory then stays so that a later unpublish
 // finds it (HasLeftovers) and stops the unit.
 func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) error {
@@ -234,10 +234,9 @@ func (m *Mounter) remount(ctx context.Context, req mounter.Request, dir string, 
 	return nil
 }
 
-// start launches the mount unit for a target that holds no mount-s3 mount (mounting the guard
-// first when guard is true) and waits until mount-s3's mount answers. The caller cleans up when
-// it fails.
-func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit string, guard bool) error {
+// start launches the mount unit for a target that holds no mount-s3 mount and waits until
+// mount-s3's mount answers. The caller cleans up when it fails.
+func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit string) error {
 	// A unit left by an interrupted publish (plugin killed mid-way) must go first, and so must
 	// its mount at the staging directory: the directory is removed next, and nothing may ever
 	// recurse into a mount of the bucket.
@@ -281,7 +280,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		return err
 	}
 	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", rec.Args)
-	return m.startRecorded(ctx, rec, dir, unit, guard)
+	return m.startRecorded(ctx, rec, dir, unit)
 }
 
 // ownedPaths renders req's mount-s3 options for the target whose state directory is dir: an
@@ -309,20 +308,27 @@ func (m *Mounter) stagingDir(target string) string {
 func oldStagingDir(dir string) string { return filepath.Join(dir, "repair") }
 
 // startRecorded starts the mount unit of a recorded mount on a target that holds no live
-// mount-s3 mount: the guard (mounted first when guard is true), a dead mount-s3 mount (a repair),
-// or both. mount-s3 refuses a mount point that already is one ("is already mounted"), so it
-// never mounts at the target itself: it mounts at the staging directory of the target's state
-// directory, and the unit binds that onto the target (ExecStartPost), on top of whatever is
-// there. On top matters for a dead mount: it stays below until the unpublish, since running
-// containers hold copies of it, and a mount on top propagates into those whose volumeMount has
-// HostToContainer propagation, which then see the live mount without a restart (unmounting it
-// first would remove their copies instead). A mount left at the staging directory by an earlier
-// start (dead now, or never bound) is unmounted first: only its binds matter.
-func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string, guard bool) error {
+// mount-s3 mount: nothing, a dead mount-s3 mount (a repair), or the guard of an earlier release
+// (mounttable.GuardSource). mount-s3 refuses a mount point that already is one ("is already
+// mounted"), so it never mounts at the target itself: it mounts at the staging directory, and
+// the unit (ExecStartPost) makes that mount private and binds it onto the target twice, on top
+// of whatever is there.
+//   - Twice: one unmount under the workload (a cleanup script, a container runtime) leaves the
+//     bucket served rather than the node's disk. Both binds read the same in the mount table:
+//     systemd keeps one mount unit per path, and two different mounts there (the tmpfs guard of
+//     earlier releases under one bind) made it announce every target's unit at every mount
+//     change on the node (ADR 0008).
+//   - Private first: a bind of a mount in a shared peer group joins that group, so the second
+//     bind, mounted on the first, would propagate back onto the staging directory.
+//   - On top: a dead mount stays below until the unpublish, since running containers hold copies
+//     of it, and a mount on top propagates into those whose volumeMount has HostToContainer
+//     propagation, which then see the live mount without a restart (unmounting it first would
+//     remove their copies instead).
+//
+// A mount left at the staging directory by an earlier start (dead now, or never bound) is
+// unmounted first: only its binds matter.
+func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string) error {
 	var pre [][]string
-	if guard {
-		pre = append(pre, []string{m.cfg.MountPath, "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec," + mounttable.GuardOptions, mounttable.GuardSource, rec.Target})
-	}
 	staging := m.stagingDir(rec.Target)
 	if mounted, err := m.mountedAt(staging); err != nil {
 		return err
@@ -333,9 +339,12 @@ func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit strin
 	} else if err := os.MkdirAll(staging, 0o700); err != nil {
 		return fmt.Errorf("create the staging directory: %w", err)
 	}
-	post := [][]string{{m.cfg.MountPath, "--no-canonicalize", "--bind", staging, rec.Target}}
-	if rec.ReadOnly {
-		post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "-o", "remount,bind,ro", rec.Target})
+	post := [][]string{{m.cfg.MountPath, "--no-canonicalize", "--make-private", staging}}
+	for range 2 {
+		post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "--bind", staging, rec.Target})
+		if rec.ReadOnly {
+			post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "-o", "remount,bind,ro", rec.Target})
+		}
 	}
 	return m.startUnit(ctx, rec, dir, unit, staging, pre, post)
 }
@@ -357,7 +366,7 @@ func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit strin
 	if err := m.saveRecord(dir, rec); err != nil {
 		return err
 	}
-	return m.startRecorded(ctx, rec, dir, unit, false)
+	return m.startRecorded(ctx, rec, dir, unit)
 }
 
 // mountedAt counts the mounts at path.
@@ -404,8 +413,8 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 	output := tail(spec.logFile, 4096)
 	if result != "done" {
 		if output == "" {
-			// Nothing from mount-s3: the unit failed before it ran (the guard's mount, the
-			// spawn) or mount-s3 died silently; only the manager's journal says which.
+			// Nothing from mount-s3: the unit failed before it ran (the spawn) or after it
+			// (a bind) or mount-s3 died silently; only the manager's journal says which.
 			output = fmt.Sprintf("(mount-s3 printed nothing; the node's systemd journal for unit %s says why the unit failed)", unit)
 		}
 		return fmt.Errorf("%w: mounting bucket %q at %s (unit %s, job %s): %s", mounter.ErrMountFailed, rec.Bucket, rec.Target, unit, result, output)
@@ -494,9 +503,10 @@ func (m *Mounter) HasLeftovers(target string) bool {
 
 var _ mounter.Leftovers = (*Mounter)(nil)
 
-// Unmount implements mounter.Mounter: every mount of ours at target (mount-s3's, forced when
-// dead, and the guard) is unmounted, the unit stopped, the state directory removed, and the
-// target directory too when empty. A mount of anything else is refused and left alone.
+// Unmount implements mounter.Mounter: every mount of ours at target (mount-s3's binds, forced
+// when dead, and an earlier release's guard) is unmounted, the unit stopped, the state
+// directory removed, and the target directory too when empty. A mount of anything else is
+// refused and left alone.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	dir := m.stateDir(target)
 	unit := MountUnitName(target)
@@ -645,8 +655,8 @@ func (m *Mounter) stillMounted(entries []mounttable.Entry) (int, error) {
 	return n, nil
 }
 
-// Repair mounts target again when the mount this mounter made there is dead, or gone with only
-// the guard left (mount-s3 stopped with its unit): what Mount does for a dead mount, from the
+// Repair mounts target again when the mount this mounter made there is dead, or gone (nothing
+// left, or only an earlier release's guard): what Mount does for a dead mount, from the
 // mount's record instead of kubelet's request, so the node plugin can repair without waiting
 // for kubelet. It reports whether it mounted; a live mount, or a target it has no record of,
 // is left alone.
@@ -683,7 +693,7 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 			return false, err
 		}
 	}
-	if err := m.startRecorded(ctx, rec, dir, MountUnitName(target), !r.Guarded); err != nil {
+	if err := m.startRecorded(ctx, rec, dir, MountUnitName(target)); err != nil {
 		return false, err
 	}
 	return true, nil

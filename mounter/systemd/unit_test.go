@@ -48,13 +48,16 @@ func TestPropertiesGolden(t *testing.T) {
 		env:         []string{"AWS_REGION=us-east-1", "AWS_PROFILE=s3-csi", "AWS_CONFIG_FILE=/state/config", "AWS_SHARED_CREDENTIALS_FILE=/state/credentials", "AWS_ENDPOINT_URL=http://s3:8000"},
 		logFile:     "/state/mount-s3.log",
 		timeout:     60 * time.Second,
-		pre:         [][]string{{"/bin/mount", "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec,size=4k,nr_inodes=2,mode=0555", "s3csi-guard", "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"}},
+		pre:         [][]string{{"/bin/umount", "-f", "-l", "/staging/abc"}},
+		post: [][]string{{"/bin/mount", "--no-canonicalize", "--make-private", "/staging/abc"},
+			{"/bin/mount", "--no-canonicalize", "--bind", "/staging/abc", "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"},
+			{"/bin/mount", "--no-canonicalize", "--bind", "/staging/abc", "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"}},
 	}
 	var b strings.Builder
 	for _, p := range spec.properties() {
 		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
 	}
-	// The unmount of a dead mount-s3 mount over its guard: every command must succeed.
+	// The unmount of a dead mount-s3 mount's two binds: every command must succeed.
 	umount := unitSpec{description: "unmount S3 CSI volume at /t", kind: "oneshot", argv: []string{"/bin/umount", "-f", "/t"},
 		more: [][]string{{"/bin/umount", "/t"}}, logFile: "/state/umount.log", timeout: 30 * time.Second}
 	b.WriteString("---\n")

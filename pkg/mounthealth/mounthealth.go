@@ -47,14 +47,16 @@ func (s State) String() string {
 // Result is one check's outcome.
 type Result struct {
 	State State
-	// Entry is the top-most mount at the path that is not the driver's guard (nil when Absent).
+	// Entry is the top-most mount at the path that is not an earlier release's guard (nil when
+	// Absent).
 	Entry *mounttable.Entry
 	// Cause says why a mount is Dead (nil otherwise).
 	Cause error
-	// Guarded is true when the driver's guard (mounttable.IsGuard) is mounted at the path.
+	// Guarded is true when the guard of a release before ADR 0008 (mounttable.IsGuard) is
+	// mounted at the path.
 	Guarded bool
-	// Ours lists, top first, the mounts at the path the driver may remove: mount-s3 mounts and
-	// guards, down to the first mount of something else.
+	// Ours lists, top first, the mounts at the path the driver may remove: mount-s3 mounts (and
+	// binds of them) and earlier releases' guards, down to the first mount of something else.
 	Ours []mounttable.Entry
 	// Unprobed is true when State is Live from the mount table alone (Classify): a mount-s3
 	// mount is on top, and its daemon was not asked. A dead daemon's mount stays in the table

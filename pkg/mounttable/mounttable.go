@@ -44,15 +44,12 @@ func IsMountS3(e *Entry) bool {
 	return e != nil && e.Source == FSName && (e.FsType == "fuse" || len(e.FsType) > 5 && e.FsType[:5] == "fuse.")
 }
 
-// GuardSource is the source name of the guard the driver mounts at every target before
-// mount-s3's mount: an empty read-only tmpfs. While the mount-s3 mount on top of it lives, the
-// guard is hidden; when that mount vanishes (mount-s3 stopped with its unit, say), the target
-// shows the guard instead of the node's disk, so writes into it fail (EROFS, also for root in a
-// container) instead of landing silently on the node.
+// GuardSource is the source name of the guard that releases before ADR 0008's change mounted
+// at every target under mount-s3's mount: an empty read-only tmpfs, so that the target showed
+// it instead of the node's disk once that mount vanished. This release binds mount-s3's mount
+// twice instead and mounts no guard, but targets published by an earlier release keep theirs
+// until their unpublish, which removes it with the rest.
 const GuardSource = "s3csi-guard"
-
-// GuardOptions are the guard's mount options: tiny, read-only, nothing executable.
-const GuardOptions = "size=4k,nr_inodes=2,mode=0555"
 
 // IsGuard reports whether e is the driver's guard mount.
 func IsGuard(e *Entry) bool {

@@ -249,8 +249,8 @@ func sweepTotals(b *testing.B, addr string) (sum, count float64) {
 
 // signalStorm counts the D-Bus signals systemd sends a private connection of its own within 2 s
 // of one tmpfs mounted and unmounted under dir: systemd announces every mount unit it sees
-// changed, and a path with two mounts stacked (the guard under mount-s3's bind) reads as
-// changed at every reading of the mount table.
+// changed, and a path with two different mounts stacked (the tmpfs guard of releases before
+// ADR 0008 under mount-s3's bind) reads as changed at every reading of the mount table.
 func signalStorm(b *testing.B, socket, dir string) int {
 	conn, err := dbus.Dial("unix:path=" + socket)
 	if err != nil {

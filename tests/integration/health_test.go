@@ -8,6 +8,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,8 +200,7 @@ func TestUnresponsiveMountS3(t *testing.T) {
 
 // TestSystemdStoppedThenStarted: when the systemd manager stops (SIGTERM: every unit stopped,
 // mount-s3 unmounts its own mount at the staging directory and exits), the targets keep the
-// bind of a mount no daemon serves, over the driver's read-only guard, so a write into them
-// fails (ENOTCONN) instead of landing on the node's disk; when systemd comes back, the node
+// binds of a mount no daemon serves, so a write into them fails (ENOTCONN) instead of landing on the node's disk; when systemd comes back, the node
 // plugin mounts every target again without kubelet.
 func TestSystemdStoppedThenStarted(t *testing.T) {
 	s := newSuite(t, true)
@@ -223,8 +223,8 @@ func TestSystemdStoppedThenStarted(t *testing.T) {
 	})
 	for _, target := range []string{a, b} {
 		err := os.WriteFile(filepath.Join(target, "during-outage"), []byte("lost?"), 0o644)
-		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.EROFS) {
-			t.Errorf("write into %s while no mount-s3 serves it: %v, want ENOTCONN (the dead mount) or EROFS (the guard)", target, err)
+		if !errors.Is(err, syscall.ENOTCONN) {
+			t.Errorf("write into %s while no mount-s3 serves it: %v, want ENOTCONN (the dead mount)", target, err)
 		}
 	}
 	s.sd.Start()
@@ -261,7 +261,8 @@ func mountS3At(path string) bool {
 }
 
 // TestUnpublishInEveryState: unpublish succeeds and leaves nothing whatever the target holds:
-// a dead mount, the guard alone (a publish that died half way), nothing, a target already gone;
+// a dead mount, one of its two binds unmounted from outside, both, an earlier release's guard
+// alone (its mount-s3 mount vanished), nothing, a target already gone;
 // and on a node with neither mode available it still clears a never-mounted target.
 func TestUnpublishInEveryState(t *testing.T) {
 	s := newSuite(t, true, "--health-check-interval=0")
@@ -277,14 +278,69 @@ func TestUnpublishInEveryState(t *testing.T) {
 	s.unpublish(dead)
 	s.assertClean(dead)
 
-	// The guard alone with systemd mode's state: mount-s3's mount vanished (stopped).
-	guardOnly := s.target("pod-guard")
-	s.publish(rw(guardOnly, "states"))
-	if out, err := osexec.Command("umount", guardOnly).CombinedOutput(); err != nil { // mount-s3's mount, from outside
+	// One bind unmounted from outside (a cleanup script, a runtime): the other still serves
+	// the bucket, so a write lands there and not on the node's disk. Then both.
+	for _, n := range []int{1, 2} {
+		target := s.target(fmt.Sprintf("pod-unmounted-%d", n))
+		s.publish(rw(target, "states"))
+		for range n {
+			if out, err := osexec.Command("umount", target).CombinedOutput(); err != nil {
+				t.Fatalf("umount: %v %s", err, out)
+			}
+		}
+		if n == 1 {
+			if err := os.WriteFile(filepath.Join(target, "after-one-umount"), []byte("kept"), 0o644); err != nil {
+				t.Errorf("write after one bind was unmounted: %v, want it served by the other", err)
+			} else if b := s.s3.GetObject(t, "states", "after-one-umount"); string(b) != "kept" {
+				t.Errorf("object written after one bind was unmounted = %q, want it in the bucket", b)
+			}
+		} else if mountS3At(target) {
+			t.Fatal("mount-s3's mount is still there after two unmounts")
+		}
+		s.unpublish(target)
+		s.assertClean(target)
+	}
+	// A read-only publish stays read-only with one bind left: both are read-only mounts (the
+	// kernel refuses the write whatever mount-s3's own --read-only does).
+	roTarget := s.target("pod-unmounted-ro")
+	req := rw(roTarget, "states")
+	req.Readonly = true
+	s.publish(req)
+	entries, err := mounttable.Table{}.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binds := 0
+	for _, e := range entries {
+		if e.MountPoint == roTarget {
+			binds++
+			if !slices.Contains(strings.Split(e.MountOptions, ","), "ro") {
+				t.Errorf("a bind of the read-only publish is mounted %q, want ro", e.MountOptions)
+			}
+		}
+	}
+	if binds != 2 {
+		t.Errorf("the read-only publish holds %d mounts, want 2", binds)
+	}
+	if out, err := osexec.Command("umount", roTarget).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}
-	if mountS3At(guardOnly) {
-		t.Fatal("mount-s3's mount is still there")
+	if err := os.WriteFile(filepath.Join(roTarget, "through-ro"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write into a read-only publish after one bind was unmounted: %v, want EROFS", err)
+	}
+	s.unpublish(roTarget)
+	s.assertClean(roTarget)
+
+	// An earlier release's guard alone with systemd mode's state: its mount-s3 mount vanished.
+	guardOnly := s.target("pod-guard")
+	s.publish(rw(guardOnly, "states"))
+	for range 2 {
+		if out, err := osexec.Command("umount", guardOnly).CombinedOutput(); err != nil {
+			t.Fatalf("umount: %v %s", err, out)
+		}
+	}
+	if out, err := osexec.Command("mount", "-t", "tmpfs", "-o", "ro,size=4k", mounttable.GuardSource, guardOnly).CombinedOutput(); err != nil {
+		t.Fatalf("mount the old guard: %v %s", err, out)
 	}
 	s.unpublish(guardOnly)
 	s.assertClean(guardOnly)

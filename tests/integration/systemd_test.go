@@ -157,7 +157,12 @@ func TestSystemdRestart(t *testing.T) {
 	}
 	s.publish(rw(first, "bkt-restart"))
 	if n := len(harness.MountsBelow(first)); n != 2 {
-		t.Errorf("after republish %s holds %d mounts, want 2 (the guard and mount-s3's)", first, n)
+		t.Errorf("after republish %s holds %d mounts, want 2 (the two binds of mount-s3's mount)", first, n)
+	}
+	// mount-s3's own mounts, one per target: made private before the binds, so the second bind
+	// (mounted on the first) does not propagate back onto them.
+	if n := len(harness.MountsBelow(filepath.Join(s.kubelet, "plugins", "s3.csi.scality.com-staging"))); n != 2 {
+		t.Errorf("the staging directories hold %d mounts, want 2 (mount-s3's, one per target)", n)
 	}
 	s.unpublish(first)
 	s.unpublish(second)
@@ -193,7 +198,7 @@ func TestDriverKilledDuringPublish(t *testing.T) {
 		t.Log("publish returned before the kill")
 	}
 	// The unit lives on and finishes the mount without the driver.
-	waitFor(t, 15*time.Second, "orphaned mount to appear", func() bool { return len(harness.MountsBelow(target)) == 1 })
+	waitFor(t, 15*time.Second, "orphaned mount to appear (its two binds)", func() bool { return len(harness.MountsBelow(target)) == 2 })
 	s.drv.Restart()
 	s.unpublish(target)
 	s.assertClean(target)
