@@ -235,7 +235,8 @@ func TestMountReportsMountErr(t *testing.T) {
 	// The Mountpoint Pod's mount-s3 fails: it writes mount.err and the mount never answers.
 	r.onSend = func(comm string) {
 		tmp := filepath.Join(comm, ".err")
-		if err := os.WriteFile(tmp, []byte("Error: Failed to create S3 client: bucket bucket-1 does not exist\n"), 0o644); err != nil {
+		// An object name or S3's answer in the text may carry terminal escapes and newlines.
+		if err := os.WriteFile(tmp, []byte("Error: Failed to create S3 client: bucket bucket-1 does not exist\n\x1b[2Jcaused by: \u202eoops\n"), 0o644); err != nil {
 			t.Error(err)
 		}
 		if err := os.Rename(tmp, filepath.Join(comm, mountoptions.ErrorFileName)); err != nil {
@@ -249,6 +250,9 @@ func TestMountReportsMountErr(t *testing.T) {
 	err := r.m.Mount(context.Background(), request(t, target, "w1"))
 	if !errors.Is(err, mounter.ErrMountFailed) || !strings.Contains(err.Error(), "bucket bucket-1 does not exist") {
 		t.Fatalf("err = %v, want ErrMountFailed with mount.err's text", err)
+	}
+	if !strings.Contains(err.Error(), `does not exist\n\x1b[2Jcaused by: \u202eoops`) {
+		t.Errorf("err = %q, want mount.err's text on one line, its control and format characters escaped", err)
 	}
 	if got := r.k.at(r.m.paths.source("mp-a")); len(got) != 0 {
 		t.Errorf("source still mounted: %v", got)

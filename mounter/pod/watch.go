@@ -3,11 +3,13 @@ package pod
 import (
 	"errors"
 	"io/fs"
+	"strings"
 
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/pkg/confined"
 	"github.com/s3csi/s3-csi-driver/pkg/filewatch"
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 // fileWatch reports, through appeared, the content of a file once it is created (or renamed)
@@ -52,7 +54,7 @@ func (w *fileWatch) report(name string) {
 		}
 		return
 	}
-	text := string(b)
+	text := safetext.Escape(strings.TrimSpace(string(b))) // the Mountpoint Pod wrote it
 	if truncated {
 		text += " [truncated]"
 	}

@@ -15,6 +15,8 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
 // mountID is the deterministic identifier of the mount at target: a restarted plugin derives
@@ -286,7 +288,8 @@ func fileIno(st os.FileInfo) int64 {
 	return 0
 }
 
-// tail returns at most the last n bytes of a file, trimmed, or "" when it cannot be read.
+// tail returns at most the last n bytes of a file, trimmed and escaped (safetext.Escape: one
+// line, no control characters), or "" when it cannot be read.
 func tail(path string, n int64) string {
 	f, err := os.Open(path) //nolint:gosec // G304: a unit's output file in the driver's own state directory
 	if err != nil {
@@ -302,5 +305,5 @@ func tail(path string, n int64) string {
 	if _, err := f.ReadAt(buf, off); err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(buf))
+	return safetext.Escape(strings.TrimSpace(string(buf))) // mount-s3 prints what S3 and objects say
 }

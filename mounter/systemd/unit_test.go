@@ -467,3 +467,21 @@ func TestTargetsFromTheRecordCache(t *testing.T) {
 		t.Fatalf("after a full scan: %v", got)
 	}
 }
+
+// TestTailEscapes: mount-s3's output quotes S3 and object names, so what reaches an error (and
+// from there an Event) is one line without control or format characters.
+func TestTailEscapes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "mount-s3.log")
+	if err := os.WriteFile(p, []byte("older output\nError: key \x1b]0;title\x07 \u2066x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tail(p, 4096), `older output\nError: key \x1b]0;title\x07 \u2066x`; got != want {
+		t.Errorf("tail = %q, want %q", got, want)
+	}
+	if got, want := tail(p, 12), `title\x07 \u2066x`; got != want {
+		t.Errorf("tail of 12 bytes = %q, want %q", got, want)
+	}
+	if got, want := tail(p, 3), `\xa6x`; got != want { // a rune cut in half
+		t.Errorf("tail of 3 bytes = %q, want %q", got, want)
+	}
+}

@@ -77,3 +77,46 @@ func IsWord(s, extra string) bool {
 func isASCIIAlnum(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
+
+// Escape returns s fit to quote in an error, a log or an Event when a less trusted party wrote
+// it (mount-s3's output, a Mountpoint Pod's mount.err): every rune Unsafe reports (newlines
+// and tabs included) becomes a Go escape (\n, \t, \x1b, \u202e), and every byte that is not
+// valid UTF-8 becomes \xNN. The result is one line that reads as it prints: no terminal escape
+// sequence, reordering or invisible character reaches kubectl or a log viewer. A backslash
+// stays as it is, so an escape is not told from the same characters typed: enough for text
+// shown to people, not for text parsed back.
+func Escape(s string) string {
+	clean := true
+	for _, r := range s {
+		if Unsafe(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case Unsafe(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case Unsafe(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
+}

@@ -84,3 +84,27 @@ func TestIsWord(t *testing.T) {
 		}
 	}
 }
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"bucket does not exist":              "bucket does not exist",
+		"":                                   "",
+		"line one\nline two\tend\r":          `line one\nline two\tend\r`,
+		"\x1b[31mred\x1b[0m":                 `\x1b[31mred\x1b[0m`,
+		"evil\u202eexe.txt":                  `evil\u202eexe.txt`,
+		"zero\u200bwidth\ufeff":              `zero\u200bwidth\ufeff`,
+		"bad \xff\xfe byte":                  `bad \xff\xfe byte`,
+		"c1 \u0085 next":                     `c1 \x85 next`,
+		"unicode é 日本 stays":                 "unicode é 日本 stays",
+		"sep\u2028para\u2029":                `sep\u2028para\u2029`,
+		"a replacement char \ufffd is valid": `a replacement char \ufffd is valid`,
+	} {
+		got := Escape(in)
+		if got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+		if CheckRunes(got) != nil && got != "" {
+			t.Errorf("Escape(%q) = %q still holds unsafe runes: %v", in, got, CheckRunes(got))
+		}
+	}
+}
