@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/s3csi/s3-csi-driver/mounter/systemd"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -37,6 +39,10 @@ type scaleNode struct {
 	// storm, in systemd mode, counts the D-Bus signals systemd sends a private connection
 	// within 2 s of one mount and unmount elsewhere on the node.
 	storm func() int
+	// floor, in systemd mode, is what systemd itself takes for a transient unit at this size,
+	// with no driver and no mount-s3: median start of a unit of /bin/true, and of one that
+	// makes as many mount changes as a mount unit's start (see unitFloor).
+	floor func() (plain, mounts time.Duration)
 }
 
 // BenchmarkScaleNode prints, for each mode, the node plugin's own costs at growing numbers of
@@ -84,7 +90,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	ctx := context.Background()
 	pid := n.drv.Pid()
 	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
-	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op")
+	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %24s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt)")
 	fmt.Printf("%12d %13s %9.1f %15s %14s %16s\n", 0, "-", rssMiB(b, pid), "-", "-", "-")
 	live := 0
 	for _, size := range sizes {
@@ -140,8 +146,13 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		if n.storm != nil {
 			storm = strconv.Itoa(n.storm())
 		}
-		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
-			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm)
+		floor := "-"
+		if n.floor != nil {
+			plain, mounts := n.floor()
+			floor = fmt.Sprintf("%.0f (%.0f)", ms(plain), ms(mounts))
+		}
+		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
+			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm, floor)
 		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
@@ -174,6 +185,7 @@ func scaleSystemd(b *testing.B) *scaleNode {
 	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
 	return &scaleNode{
 		drv: drv, metrics: addr, storm: func() int { return signalStorm(b, sd.Socket, kubelet) },
+		floor:    func() (time.Duration, time.Duration) { return unitFloor(b, sd.Socket, kubelet) },
 		diagnose: func() string { l := sd.Log(); return l[max(0, len(l)-3000):] },
 		prepare: func(i int) {
 			if err := os.MkdirAll(filepath.Dir(target(i)), 0o750); err != nil {
@@ -287,6 +299,71 @@ func signalStorm(b *testing.B, socket, dir string) int {
 		}
 		return n
 	}
+}
+
+// unitFloor returns the median start time (5 runs each) of two transient oneshot units over
+// systemd's private socket, with no driver and no mount-s3: one of /bin/true, and one making
+// the four mount changes of a mount unit's start below dir (mount-s3's mount, making it
+// private, two binds) with a tmpfs instead of mount-s3; they are unmounted untimed. systemd
+// reads the whole mount table after each change, so the second grows with the node's mounts
+// whoever makes them: the floor under a systemd-mode publish at this size.
+func unitFloor(b *testing.B, socket, dir string) (plain, mounts time.Duration) {
+	conn, err := systemd.Connect(socket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	m, err := os.MkdirTemp(dir, "floor-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(m)
+	src, dst := filepath.Join(m, "src"), filepath.Join(m, "dst")
+	for _, d := range []string{src, dst} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run := func(name string, cmds [][]string) time.Duration {
+		props := []sdbus.Property{sdbus.PropType("oneshot"), {Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")}}
+		var execs []execStart
+		for _, c := range cmds {
+			execs = append(execs, execStart{Path: c[0], Args: c, Uncleanfail: false})
+		}
+		props = append(props, sdbus.Property{Name: "ExecStart", Value: dbus.MakeVariant(execs)})
+		ch := make(chan string, 1)
+		t0 := time.Now()
+		if _, err := conn.StartTransientUnitContext(context.Background(), name, "fail", props, ch); err != nil {
+			b.Fatalf("start %s: %v", name, err)
+		}
+		if res := <-ch; res != "done" {
+			b.Fatalf("unit %s: job %s", name, res)
+		}
+		return time.Since(t0)
+	}
+	var p, w []time.Duration
+	for i := range 5 {
+		p = append(p, run(fmt.Sprintf("bench-floor-true-%d.service", i), [][]string{{"/bin/true"}}))
+		w = append(w, run(fmt.Sprintf("bench-floor-mounts-%d.service", i), [][]string{
+			{"/bin/mount", "-t", "tmpfs", "-o", "size=4k", "floor", src},
+			{"/bin/mount", "--make-private", src},
+			{"/bin/mount", "--bind", src, dst},
+			{"/bin/mount", "--bind", src, dst},
+		}))
+		for _, d := range []string{dst, dst, src} { // outside the timed part
+			if err := syscall.Unmount(d, 0); err != nil {
+				b.Fatalf("unmount %s: %v", d, err)
+			}
+		}
+	}
+	return summarize(p).median, summarize(w).median
+}
+
+// execStart is one command of a unit's ExecStart property (D-Bus signature (sasb)).
+type execStart struct {
+	Path        string
+	Args        []string
+	Uncleanfail bool
 }
 
 // systemdJobs returns the seconds the node plugin has waited for systemd's jobs so far
