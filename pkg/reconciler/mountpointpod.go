@@ -29,11 +29,16 @@ type MountpointPodConfig struct {
 	DriverVersion string
 }
 
+// tmpVolume is the Mountpoint Pod's writable /tmp (its root filesystem is read-only).
+const tmpVolume = "tmp"
+
 // buildMountpointPod returns the Mountpoint Pod for key, named name, created on behalf of the
 // workload pod with UID workloadUID. It runs scality-csi-mounter non-root with every capability
-// dropped, pinned to the key's node by required node affinity (so the scheduler still checks
-// the node's taints and resources), with a memory-backed emptyDir "comm" at /comm through which
-// the node plugin hands over the FUSE mount.
+// dropped and a read-only root filesystem, pinned to the key's node by required node affinity
+// (so the scheduler still checks the node's taints and resources), with a memory-backed emptyDir
+// "comm" at /comm through which the node plugin hands over the FUSE mount, and an emptyDir
+// "tmp" at /tmp, the one place it writes (mount-s3's cache directory, when the volume has
+// `cache`).
 func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, workloadUID string) *corev1.Pod {
 	labels := map[string]string{
 		podcontract.LabelComponent:     podcontract.ComponentMountpoint,
@@ -87,8 +92,12 @@ func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, work
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 					RunAsNonRoot:             ptr.To(true),
 					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					ReadOnlyRootFilesystem:   ptr.To(true),
 				},
-				VolumeMounts: []corev1.VolumeMount{{Name: podcontract.CommVolume, MountPath: podcontract.CommMountPath}},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: podcontract.CommVolume, MountPath: podcontract.CommMountPath},
+					{Name: tmpVolume, MountPath: "/tmp"},
+				},
 			}},
 			Volumes: []corev1.Volume{{
 				Name: podcontract.CommVolume,
@@ -96,6 +105,12 @@ func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, work
 					Medium:    corev1.StorageMediumMemory,
 					SizeLimit: ptr.To(resource.MustParse("10Mi")),
 				}},
+			}, {
+				// On the node's disk, as the container's writable layer was. No size limit
+				// yet: kubelet evicts a pod over its limit, which would end the mount, so a
+				// limit needs mount-s3's --max-cache-size below it.
+				Name:         tmpVolume,
+				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 			}},
 		},
 	}

@@ -86,14 +86,15 @@ func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 	psc := mp.Spec.SecurityContext
 	checks := map[string]bool{
 		"runs scality-csi-mounter from the driver image": c.Image == "registry.example/scality-s3-csi-driver:test" && slices.Equal(c.Command, []string{"/bin/scality-csi-mounter"}),
-		"non-root":                    psc != nil && ptr.Deref(psc.RunAsNonRoot, false) && ptr.Deref(psc.RunAsUser, 0) != 0,
-		"no privilege escalation":     sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
-		"all capabilities dropped":    sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0,
-		"seccomp RuntimeDefault":      psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
-		"not privileged":              sc.Privileged == nil || !*sc.Privileged,
-		"memory-backed comm at /comm": len(mp.Spec.Volumes) == 1 && mp.Spec.Volumes[0].Name == "comm" && mp.Spec.Volumes[0].EmptyDir != nil && mp.Spec.Volumes[0].EmptyDir.Medium == corev1.StorageMediumMemory && len(c.VolumeMounts) == 1 && c.VolumeMounts[0].MountPath == "/comm",
-		"pinned to the workload node": mp.Spec.Affinity != nil && mp.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] == e.node(1),
-		"priority class from flags":   mp.Spec.PriorityClassName == priorityClass,
+		"non-root":                                    psc != nil && ptr.Deref(psc.RunAsNonRoot, false) && ptr.Deref(psc.RunAsUser, 0) != 0,
+		"no privilege escalation":                     sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
+		"all capabilities dropped":                    sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0,
+		"seccomp RuntimeDefault":                      psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"not privileged":                              sc.Privileged == nil || !*sc.Privileged,
+		"memory-backed comm at /comm":                 len(mp.Spec.Volumes) == 2 && mp.Spec.Volumes[0].Name == "comm" && mp.Spec.Volumes[0].EmptyDir != nil && mp.Spec.Volumes[0].EmptyDir.Medium == corev1.StorageMediumMemory && len(c.VolumeMounts) == 2 && c.VolumeMounts[0].MountPath == "/comm",
+		"read-only root filesystem, /tmp an emptyDir": sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && mp.Spec.Volumes[1].Name == "tmp" && mp.Spec.Volumes[1].EmptyDir != nil && c.VolumeMounts[1].Name == "tmp" && c.VolumeMounts[1].MountPath == "/tmp",
+		"pinned to the workload node":                 mp.Spec.Affinity != nil && mp.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] == e.node(1),
+		"priority class from flags":                   mp.Spec.PriorityClassName == priorityClass,
 		"tolerations from flags, never tolerate-everything": slices.ContainsFunc(mp.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "dedicated" && t.Value == "storage" }) &&
 			!slices.ContainsFunc(mp.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "" && t.Operator == corev1.TolerationOpExists }),
 		"no API token":                  mp.Spec.AutomountServiceAccountToken != nil && !*mp.Spec.AutomountServiceAccountToken,
