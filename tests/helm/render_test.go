@@ -217,6 +217,9 @@ func TestModeRendering(t *testing.T) {
 					t.Errorf("%s: root filesystem not read-only", c.Name)
 				}
 			}
+			if psc := node.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("node plugin pod: seccomp profile %+v, want RuntimeDefault", psc)
+			}
 			if node.HostNetwork || node.HostPID {
 				t.Errorf("the node plugin needs neither the host network nor the host PID namespace")
 			}
