@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,6 +44,9 @@ type scaleNode struct {
 	// with no driver and no mount-s3: median start of a unit of /bin/true, and of one that
 	// makes as many mount changes as a mount unit's start (see unitFloor).
 	floor func() (plain, mounts time.Duration)
+	// standin, in systemd mode, is the median time of the stand-in mount-s3 alone at this size
+	// (exec → mounted, no systemd, no driver), as make bench measures it at one mount.
+	standin func() time.Duration
 }
 
 // BenchmarkScaleNode prints, for each mode, the node plugin's own costs at growing numbers of
@@ -90,7 +94,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	ctx := context.Background()
 	pid := n.drv.Pid()
 	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
-	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %24s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt)")
+	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %24s %18s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt)", "stand-in alone ms")
 	fmt.Printf("%12d %13s %9.1f %15s %14s %16s\n", 0, "-", rssMiB(b, pid), "-", "-", "-")
 	live := 0
 	for _, size := range sizes {
@@ -151,8 +155,12 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 			plain, mounts := n.floor()
 			floor = fmt.Sprintf("%.0f (%.0f)", ms(plain), ms(mounts))
 		}
-		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
-			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm, floor)
+		standin := "-"
+		if n.standin != nil {
+			standin = fmt.Sprintf("%.0f", ms(n.standin()))
+		}
+		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s %18s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
+			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm, floor, standin)
 		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
@@ -186,6 +194,7 @@ func scaleSystemd(b *testing.B) *scaleNode {
 	return &scaleNode{
 		drv: drv, metrics: addr, storm: func() int { return signalStorm(b, sd.Socket, kubelet) },
 		floor:    func() (time.Duration, time.Duration) { return unitFloor(b, sd.Socket, kubelet) },
+		standin:  func() time.Duration { return standinAlone(b, s3, kubelet) },
 		diagnose: func() string { l := sd.Log(); return l[max(0, len(l)-3000):] },
 		prepare: func(i int) {
 			if err := os.MkdirAll(filepath.Dir(target(i)), 0o750); err != nil {
@@ -357,6 +366,31 @@ func unitFloor(b *testing.B, socket, dir string) (plain, mounts time.Duration) {
 		}
 	}
 	return summarize(p).median, summarize(w).median
+}
+
+// standinAlone returns the median (5 runs) of the stand-in mount-s3 mounting the bench's bucket
+// at a directory below dir, run directly (exec until its parent exits, the mount ready), then
+// unmounted untimed.
+func standinAlone(b *testing.B, s3 *harness.S3Server, dir string) time.Duration {
+	d, err := os.MkdirTemp(dir, "standin-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(d)
+	var runs []time.Duration
+	for range 5 {
+		cmd := exec.Command(harness.MountS3(b), "--force-path-style", "bench-bucket", d)
+		cmd.Env = []string{"AWS_ENDPOINT_URL=" + s3.Endpoint, "AWS_REGION=" + s3.Region, "AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+		t0 := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("stand-in: %v %s", err, out)
+		}
+		runs = append(runs, time.Since(t0))
+		if err := syscall.Unmount(d, 0); err != nil {
+			b.Fatalf("unmount %s: %v", d, err)
+		}
+	}
+	return summarize(runs).median
 }
 
 // execStart is one command of a unit's ExecStart property (D-Bus signature (sasb)).
