@@ -86,9 +86,9 @@ func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) mount
 	return mountmode.Systemd
 }
 
-// Counts returns the targets holding mount-s3 mounts below podsDir (kubelet's pods directory) by the mode
-// that made them; mountmode.Legacy counts the 1.x driver's (a direct mount-s3 mount systemd mode has
-// no record of).
+// Counts returns the targets holding mount-s3 mounts below podsDir (kubelet's pods directory)
+// by the mode that made them; mountmode.Legacy counts the 1.x driver's (a direct mount-s3 mount
+// systemd mode has no record of).
 func (r *Router) Counts(podsDir string) (map[mountmode.Mode]int, error) {
 	all, err := r.table.List()
 	if err != nil {
@@ -239,7 +239,8 @@ func (r *Router) unmountHolders(ctx context.Context, target string, except mount
 // removeTarget removes a target that holds no mount-s3 mount: nothing when it is gone, an error
 // when something else is mounted there (never unmount what is not ours), the guard a publish of
 // a release before ADR 0008 left (through pod mode, which can unmount: systemd mode's guards
-// always come with state, see Leftovers), and the directory only when empty (never anything recursively).
+// always come with state, see Leftovers), and the directory only when empty (never anything
+// recursively).
 func (r *Router) removeTarget(ctx context.Context, target string) error {
 	entries, err := r.table.List()
 	if err != nil {

@@ -176,10 +176,9 @@ func fdArgs(requested mountargs.Args) mountargs.Args {
 // read the same in the mount table, where the tmpfs guard of earlier releases under one bind
 // made systemd announce every target's mount unit at every mount change on the node (ADR
 // 0008). An earlier release's guard at the target stays under the new binds until the
-// unpublish. snap, when not nil, is a read of the mount table made
-// since the caller took the target's lock and before any mount change of its own: the target is
-// looked up there instead of in a new read (at thousands of mounts each read costs
-// milliseconds of the kernel's time).
+// unpublish. snap, when not nil, is a read of the mount table made since the caller took the
+// target's lock and before any mount change of its own: the target is looked up there instead
+// of in a new read (at thousands of mounts each read costs milliseconds of the kernel's time).
 func (m *Mounter) bindTarget(ctx context.Context, source string, snap mounthealth.Snapshot, rec targetRecord) error {
 	target := rec.Target
 	var r mounthealth.Result
@@ -385,8 +384,9 @@ func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
 }
 
 // Unmount implements mounter.Mounter: it removes only the workload's bind mounts and an earlier
-// release's guard below them (and the empty target directory); the shared mount stays for the other workloads
-// until the controller retires the Mountpoint Pod. A mount of anything else is refused.
+// release's guard below them (and the empty target directory); the shared mount stays for the
+// other workloads until the controller retires the Mountpoint Pod. A mount of anything else is
+// refused.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	r, err := m.health.Check(ctx, target)
 	if err != nil {

@@ -73,8 +73,7 @@ func BenchmarkNodePublishSystemd(b *testing.B) {
 			b.Fatal(err)
 		}
 		for r := 0; r < sequentialRuns; r++ {
-			cmd := exec.Command(harness.MountS3(b), "--force-path-style", "bench-bucket", dir)
-			cmd.Env = []string{"AWS_ENDPOINT_URL=" + s3.Endpoint, "AWS_REGION=" + s3.Region, "AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+			cmd := standinCmd(b, s3, "--force-path-style", "bench-bucket", dir)
 			start := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("stand-in: %v %s", err, out)
@@ -97,8 +96,7 @@ func BenchmarkNodePublishSystemd(b *testing.B) {
 			swg.Add(1)
 			go func() {
 				defer swg.Done()
-				cmd := exec.Command(harness.MountS3(b), "--force-path-style", "bench-bucket", d)
-				cmd.Env = []string{"AWS_ENDPOINT_URL=" + s3.Endpoint, "AWS_REGION=" + s3.Region, "AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+				cmd := standinCmd(b, s3, "--force-path-style", "bench-bucket", d)
 				t0 := time.Now()
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Errorf("stand-in: %v %s", err, out)
@@ -175,6 +173,45 @@ func BenchmarkNodePublishSystemd(b *testing.B) {
 	}
 }
 
+// standinCmd is the stand-in mount-s3 (or $MOUNT_S3) with args, run directly with the bench S3
+// server's endpoint and keys in its environment.
+func standinCmd(b *testing.B, s3 *harness.S3Server, args ...string) *exec.Cmd {
+	cmd := exec.Command(harness.MountS3(b), args...)
+	cmd.Env = []string{"AWS_ENDPOINT_URL=" + s3.Endpoint, "AWS_REGION=" + s3.Region, "AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+	return cmd
+}
+
+// timeUnit starts a transient oneshot unit running cmds one after the other over conn and
+// returns the time until its start job ended; a job that fails is a benchmark error.
+func timeUnit(b *testing.B, conn *sdbus.Conn, name string, cmds [][]string) time.Duration {
+	var execs []execStart
+	for _, c := range cmds {
+		execs = append(execs, execStart{Path: c[0], Args: c})
+	}
+	props := []sdbus.Property{
+		sdbus.PropType("oneshot"),
+		{Name: "ExecStart", Value: dbus.MakeVariant(execs)},
+		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+	}
+	ch := make(chan string, 1)
+	t0 := time.Now()
+	if _, err := conn.StartTransientUnitContext(context.Background(), name, "fail", props, ch); err != nil {
+		b.Errorf("start %s: %v", name, err)
+		return 0
+	}
+	if res := <-ch; res != "done" {
+		b.Errorf("unit %s: job %s", name, res)
+	}
+	return time.Since(t0)
+}
+
+// execStart is one command of a unit's ExecStart property (D-Bus signature (sasb)).
+type execStart struct {
+	Path        string
+	Args        []string
+	Uncleanfail bool
+}
+
 // systemdFloor measures what the systemd manager itself costs per transient unit, with no
 // driver and no mount-s3: StartTransientUnit of a oneshot /bin/true over the same private
 // socket, waiting for its start job, once at a time and concurrent at once (one connection,
@@ -186,23 +223,7 @@ func systemdFloor(b *testing.B, socket string) (one, many stats) {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	run := func(name string) time.Duration {
-		props := []sdbus.Property{
-			sdbus.PropType("oneshot"),
-			sdbus.PropExecStart([]string{"/bin/true"}, true),
-			{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
-		}
-		ch := make(chan string, 1)
-		t0 := time.Now()
-		if _, err := conn.StartTransientUnitContext(context.Background(), name, "fail", props, ch); err != nil {
-			b.Errorf("start %s: %v", name, err)
-			return 0
-		}
-		if res := <-ch; res != "done" {
-			b.Errorf("unit %s: job %s", name, res)
-		}
-		return time.Since(t0)
-	}
+	run := func(name string) time.Duration { return timeUnit(b, conn, name, [][]string{{"/bin/true"}}) }
 	var single []time.Duration
 	for r := 0; r < sequentialRuns; r++ {
 		single = append(single, run(fmt.Sprintf("bench-floor-seq-%d.service", r)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -98,8 +97,7 @@ func standinOnFD(b *testing.B, s3 *harness.S3Server, kubelet string) []time.Dura
 		if err := unix.Mount("mountpoint-s3", dir, "fuse", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOATIME, opts); err != nil {
 			b.Fatal(err)
 		}
-		cmd := exec.Command(harness.MountS3(b), "pod-bench", "/dev/fd/3", "--foreground", "--force-path-style")
-		cmd.Env = []string{"AWS_ENDPOINT_URL=" + s3.Endpoint, "AWS_REGION=" + s3.Region, "AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+		cmd := standinCmd(b, s3, "pod-bench", "/dev/fd/3", "--foreground", "--force-path-style")
 		cmd.ExtraFiles = []*os.File{f}
 		start := time.Now()
 		if err := cmd.Start(); err != nil {
