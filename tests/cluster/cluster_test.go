@@ -31,6 +31,7 @@ func TestCluster(t *testing.T) {
 		{"fsgroup-readonly-pod", func(t *testing.T) { testFSGroupReadOnly(t, "pod") }},
 		{"credential-rotation", testRotation},
 		{"node-plugin-restart", testNodePluginRestart},
+		{"node-scoped-writes", testNodeScopedWrites},
 		{"mount-health-systemd", func(t *testing.T) { testMountHealth(t, "systemd") }},
 		{"mount-health-pod", func(t *testing.T) { testMountHealth(t, "pod") }},
 		{"controller-restart-burst", testControllerBurst},

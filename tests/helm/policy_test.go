@@ -1,0 +1,207 @@
+package helm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// TestNodeScopedWritesPolicy applies the chart's RBAC and its admission policy to a real
+// kube-apiserver and acts as the node plugin's service account (impersonated, with the node
+// claim a pod-bound token carries): RBAC lets it patch every Node and delete every pod, the
+// policy lets it change only its own Node's mode annotation and startup taint, and delete only
+// pods on its own node (docs/adr/0009-node-scoped-writes.md). The cluster suite repeats the
+// main cases with the running plugin's real token.
+func TestNodeScopedWritesPolicy(t *testing.T) {
+	k := apiServer(t)
+	a := newApplier(t, k)
+	admin, err := kubernetes.NewForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var m mode
+	for _, mm := range modes {
+		if mm.restartPods {
+			m = mm
+		}
+	}
+	_, objs := m.render(t)
+	ensureNamespaces(t, k, objs)
+	var applied []*unstructured.Unstructured
+	t.Cleanup(func() {
+		for _, o := range applied {
+			_ = a.delete(o)
+		}
+	})
+	policies := 0
+	for _, o := range objs {
+		kind := o.GetKind()
+		if strings.HasPrefix(kind, "ValidatingAdmissionPolicy") {
+			policies++
+		}
+		if strings.HasPrefix(kind, "ValidatingAdmissionPolicy") || strings.Contains(kind, "Role") || kind == "ServiceAccount" {
+			if err := a.apply(o, false); err != nil {
+				t.Fatalf("%s %s: %v", kind, o.GetName(), err)
+			}
+			applied = append(applied, o)
+		}
+	}
+	if policies != 2 {
+		t.Fatalf("the chart renders %d admission policy objects, want the policy and its binding", policies)
+	}
+
+	startup := corev1.Taint{Key: "s3.csi.scality.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Taint{Key: "team", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	for _, name := range []string{"node-a", "node-b"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"zone": "1"}, Annotations: map[string]string{"keep": "me"}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{other, startup}}}
+		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	const ns = "team-a"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for name, node := range map[string]string{"on-a": "node-a", "on-b": "node-b", "nowhere": ""} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		if _, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		})
+	}
+
+	as := func(user, node string) kubernetes.Interface {
+		cfg := rest.CopyConfig(k.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+		if node != "" {
+			cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	pluginUser := fmt.Sprintf("system:serviceaccount:%s:s3-csi-node", namespace)
+	plugin := as(pluginUser, "node-a")
+	patch := func(cs kubernetes.Interface, node string, body map[string]any) error {
+		b, _ := json.Marshal(body)
+		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, b, metav1.PatchOptions{})
+		return err
+	}
+	annotation := func(key string) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: "pod"}}}
+	}
+	mode := annotation("s3.csi.scality.com/effective-mounter")
+
+	// The policy takes effect a moment after it is created.
+	deadline := time.Now().Add(30 * time.Second)
+	for patch(plugin, "node-b", mode) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the policy never refused a write to another Node")
+		}
+		_ = patch(admin, "node-b", map[string]any{"metadata": map[string]any{"annotations": map[string]any{"s3.csi.scality.com/effective-mounter": nil}}})
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	cases := []struct {
+		what    string
+		do      func() error
+		wantErr string // "" when allowed
+	}{
+		{"its mode annotation on another Node", func() error { return patch(plugin, "node-b", mode) }, "may change only its own Node, not node-b"},
+		{"a label on another Node", func() error {
+			return patch(plugin, "node-b", map[string]any{"metadata": map[string]any{"labels": map[string]any{"node-restriction.kubernetes.io/x": "y"}}})
+		}, "may change only its own Node, not node-b"},
+		{"a label on its own Node", func() error {
+			return patch(plugin, "node-a", map[string]any{"metadata": map[string]any{"labels": map[string]any{"zone": "2"}}})
+		}, "may not change the labels of Node node-a"},
+		{"removing a label of its own Node", func() error {
+			return patch(plugin, "node-a", map[string]any{"metadata": map[string]any{"labels": map[string]any{"zone": nil}}})
+		}, "may not change the labels"},
+		{"another annotation on its own Node", func() error { return patch(plugin, "node-a", annotation("other")) }, "may change only the annotation s3.csi.scality.com/effective-mounter"},
+		{"removing another annotation of its own Node", func() error {
+			return patch(plugin, "node-a", map[string]any{"metadata": map[string]any{"annotations": map[string]any{"keep": nil}}})
+		}, "may change only the annotation"},
+		{"cordoning its own Node", func() error { return patch(plugin, "node-a", map[string]any{"spec": map[string]any{"unschedulable": true}}) }, "may not cordon Node node-a"},
+		{"adding a taint to its own Node", func() error {
+			return patch(plugin, "node-a", map[string]any{"spec": map[string]any{"taints": []corev1.Taint{other, startup, {Key: "x", Effect: corev1.TaintEffectNoExecute}}}})
+		}, "may only remove the taint s3.csi.scality.com/agent-not-ready"},
+		{"removing another taint of its own Node", func() error {
+			return patch(plugin, "node-a", map[string]any{"spec": map[string]any{"taints": []corev1.Taint{startup}}})
+		}, "may only remove the taint"},
+		{"a finalizer on its own Node", func() error {
+			return patch(plugin, "node-a", map[string]any{"metadata": map[string]any{"finalizers": []string{"x/y"}}})
+		}, "may not cordon Node node-a or change its provider ID, pod CIDRs, finalizers or owners"},
+		{"its status", func() error {
+			_, err := plugin.CoreV1().Nodes().PatchStatus(ctx, "node-a", []byte(`{"status":{"phase":"Running"}}`))
+			return err
+		}, "forbidden"},
+		{"deleting a pod on another node", func() error { return plugin.CoreV1().Pods(ns).Delete(ctx, "on-b", metav1.DeleteOptions{}) }, "may delete only pods on its own node, not team-a/on-b (on node-b)"},
+		{"deleting a pod on no node", func() error { return plugin.CoreV1().Pods(ns).Delete(ctx, "nowhere", metav1.DeleteOptions{}) }, "not team-a/nowhere (on no node)"},
+		{"its mode annotation, credentials naming no node", func() error { return patch(as(pluginUser, ""), "node-a", mode) }, "credentials name no node"},
+		// What the plugin does.
+		{"its mode annotation on its own Node", func() error { return patch(plugin, "node-a", mode) }, ""},
+		{"removing its startup taint", func() error {
+			n, err := admin.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var keep []corev1.Taint
+			for _, taint := range n.Spec.Taints {
+				if taint.Key != startup.Key {
+					keep = append(keep, taint)
+				}
+			}
+			return patch(plugin, "node-a", map[string]any{"spec": map[string]any{"taints": keep}})
+		}, ""},
+		{"deleting a pod on its own node", func() error { return plugin.CoreV1().Pods(ns).Delete(ctx, "on-a", metav1.DeleteOptions{}) }, ""},
+		// Anyone else is not concerned (here an administrator).
+		{"an administrator labelling a Node", func() error {
+			return patch(admin, "node-b", map[string]any{"metadata": map[string]any{"labels": map[string]any{"zone": "3"}}})
+		}, ""},
+	}
+	for _, c := range cases {
+		err := c.do()
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%s: %v, want allowed", c.what, err)
+		case c.wantErr != "" && err == nil:
+			t.Errorf("%s: allowed, want refused", c.what)
+		case c.wantErr != "" && !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err):
+			t.Errorf("%s: %v, want Forbidden", c.what, err)
+		case c.wantErr != "" && !strings.Contains(err.Error(), c.wantErr):
+			t.Errorf("%s: refused with %q, want a message containing %q", c.what, err, c.wantErr)
+		}
+	}
+	n, err := admin.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taints := map[string]bool{}
+	for _, taint := range n.Spec.Taints {
+		taints[taint.Key] = true
+	}
+	if n.Labels["zone"] != "1" || n.Annotations["keep"] != "me" || n.Annotations["other"] != "" || n.Spec.Unschedulable || len(n.Finalizers) > 0 ||
+		!taints["team"] || taints["x"] || taints[startup.Key] {
+		t.Errorf("node-a after the refused writes: labels %v, annotations %v, unschedulable %v, taints %v", n.Labels, n.Annotations, n.Spec.Unschedulable, n.Spec.Taints)
+	}
+}
