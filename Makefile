@@ -67,7 +67,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, the CRD YAML and the co
 	$(CONTROLLER_GEN) crd paths=./crd/... output:crd:dir=./$(CRD_DIR)
 	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-csi-controller paths=./pkg/reconciler/... output:rbac:dir=$$tmp && \
 		mkdir -p $(CHART_DIR)/files && mv $$tmp/role.yaml $(CHART_DIR)/files/controller-rbac.yaml && rm -rf $$tmp
-	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-s3-csi-node paths=./mounter/pod/... paths=./pkg/nodemode/... paths=./pkg/nodeplugin/... output:rbac:dir=$$tmp && \
+	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-s3-csi-node paths=./mounter/pod/... paths=./pkg/nodemode/... paths=./pkg/nodeplugin/... paths=./pkg/secretscope/... output:rbac:dir=$$tmp && \
 		mv $$tmp/role.yaml $(CHART_DIR)/files/node-rbac.yaml && rm -rf $$tmp
 	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) rbac:roleName=scality-s3-csi-node-restart paths=./pkg/podrestart/... output:rbac:dir=$$tmp && \
 		mv $$tmp/role.yaml $(CHART_DIR)/files/node-restart-rbac.yaml && rm -rf $$tmp

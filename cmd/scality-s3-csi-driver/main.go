@@ -30,6 +30,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
 	"github.com/s3csi/s3-csi-driver/pkg/nodeplugin"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
+	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -60,6 +61,7 @@ type options struct {
 	healthTimeout       time.Duration
 	healthInterval      time.Duration
 	restartPods         bool
+	secretScope         string
 	mountPath           string
 	metricsAddress      string
 	profiling           bool
@@ -102,6 +104,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.healthAddress, "health-address", "", "node mode: address of /healthz, the plugin's own Probe for kubelet's liveness probe, e.g. :9808 (none when empty: the livenessprobe sidecar serves it)")
 	fs.StringVar(&o.registrationPath, "kubelet-registration-path", "", "node mode: register with kubelet by itself (no node-driver-registrar): the host path of the CSI socket as kubelet sees it, e.g. /var/lib/kubelet/plugins/s3.csi.scality.com/csi.sock; the registration socket goes to <kubelet-path>/plugins_registry (none when empty)")
 	fs.DurationVar(&o.healthTimeout, "health-timeout", 5*time.Second, "node mode: how long mount-s3 has to answer a liveness check (statfs) before its mount counts as dead")
+	fs.StringVar(&o.secretScope, "node-publish-secret-scope", secretscope.Claim, "node mode: where a volume's node-publish secret may live: "+secretscope.Claim+" (in its claim's namespace, unless the PV's volume attribute "+secretscope.Attribute+" is "+secretscope.Any+"; needs persistentvolumes get) or "+secretscope.Any+" (anywhere: any namespace that can claim the PV mounts with the secret)")
 	fs.BoolVar(&o.restartPods, "restart-pods", false, "node mode: let the recovery policy restart-pod (volume attribute mountRecovery) delete a workload pod whose containers cannot see a repaired mount; needs pods get/delete and persistentvolumeclaims get (Helm node.restartPods binds them); when false such volumes are repaired only, with an Event saying so")
 	fs.DurationVar(&o.healthInterval, "health-check-interval", 2*time.Second, "node mode: how often every published mount is checked, and a dead one mounted again, without waiting for kubelet (besides the checks systemd's unit signals and Mountpoint Pod changes trigger); 0 turns the monitor off: dead mounts are then repaired by kubelet's republish only")
 	fs.IntVar(&o.probesPerCheck, "health-probes-per-check", mountmonitor.DefaultProbesPerCheck, "node mode: at most this many mount-s3 daemons are asked to answer (statfs) at each periodic check, those asked longest ago first, so a node with many mounts probes each every few checks; a daemon that exits is seen at once anyway (systemd's unit signal, the Mountpoint Pod's mount.err), and every check still looks every mount up in the mount table; 0 probes every daemon at every check")
@@ -140,6 +143,9 @@ func (o *options) validate() error {
 	}
 	if o.s3Region == "" {
 		errs = append(errs, errors.New("--s3-region must not be empty"))
+	}
+	if o.secretScope != secretscope.Claim && o.secretScope != secretscope.Any {
+		errs = append(errs, fmt.Errorf("--node-publish-secret-scope must be %s or %s, not %q", secretscope.Claim, secretscope.Any, o.secretScope))
 	}
 	if o.maxVolumesPerNode < 0 {
 		errs = append(errs, errors.New("--max-volumes-per-node must not be negative"))
@@ -255,6 +261,7 @@ func run(ctx context.Context, o options) error {
 		HealthCheckInterval:  o.healthInterval,
 		HealthProbesPerCheck: probesPerCheck(o.probesPerCheck),
 		RestartPods:          o.restartPods,
+		SecretScope:          o.secretScope,
 		MountPath:            o.mountPath,
 		MetricsAddress:       o.metricsAddress,
 		Profiling:            o.profiling,

@@ -12,6 +12,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
+	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 )
 
 // BucketClient is what the Controller service needs from the S3 store, with one set of
@@ -128,6 +129,9 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	vc := map[string]string{ctxBucketName: bucket, ctxAuthSource: string(source)}
 	if params.recovery != "" {
 		vc[ctxRecovery] = params.recovery
+	}
+	if params.secretScope != "" {
+		vc[secretscope.Attribute] = params.secretScope
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:      id.String(),

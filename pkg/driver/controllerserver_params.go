@@ -12,6 +12,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/safetext"
+	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 )
 
 // StorageClass parameters of dynamically provisioned volumes.
@@ -66,6 +67,8 @@ type volumeParams struct {
 	policy deletionPolicy
 	// recovery is the mountRecovery volume attribute to give the volume ("" for the default).
 	recovery string
+	// secretScope is the nodePublishSecretScope volume attribute ("" for the default, claim).
+	secretScope string
 }
 
 // parseParameters validates CreateVolume parameters: the known keys with their values, the
@@ -103,13 +106,18 @@ func parseParameters(params map[string]string) (volumeParams, error) {
 				return p, invalid("parameters."+k, "%q is not a recovery policy: use %s or %s", v, mounter.RecoveryRepair, mounter.RecoveryRestartPod)
 			}
 			p.recovery = v
+		case k == secretscope.Attribute:
+			if v != secretscope.Claim && v != secretscope.Any {
+				return p, invalid("parameters."+k, "%q is not a secret scope: use %s (the node-publish secret must live in the claim's namespace) or %s (anywhere)", shownKey(v), secretscope.Claim, secretscope.Any)
+			}
+			p.secretScope = v
 		case slices.Contains(provisionerMetadataKeys, k):
 		default:
 			unknown = append(unknown, shownKey(k))
 		}
 	}
 	if len(unknown) > 0 {
-		return p, invalid("parameters", "unknown keys %q; accepted: %q, %q, %q and the external-provisioner's %q", unknown, paramBucketNamePrefix, paramDeletionPolicy, ctxRecovery, provisionerMetadataKeys)
+		return p, invalid("parameters", "unknown keys %q; accepted: %q, %q, %q, %q and the external-provisioner's %q", unknown, paramBucketNamePrefix, paramDeletionPolicy, ctxRecovery, secretscope.Attribute, provisionerMetadataKeys)
 	}
 	return p, nil
 }

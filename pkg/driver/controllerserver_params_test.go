@@ -40,6 +40,8 @@ func TestParseParameters(t *testing.T) {
 		{"prefix upper case", map[string]string{paramBucketNamePrefix: "Team"}, volumeParams{}, "parameters.bucketNamePrefix: invalid bucket name"},
 		{"prefix with dot", map[string]string{paramBucketNamePrefix: "team.a"}, volumeParams{}, "parameters.bucketNamePrefix: invalid bucket name"},
 		{"prefix too long", map[string]string{paramBucketNamePrefix: strings.Repeat("a", 33)}, volumeParams{}, "parameters.bucketNamePrefix: invalid bucket name"},
+		{"secret scope", map[string]string{"nodePublishSecretScope": "claim"}, volumeParams{policy: policyDelete, secretScope: "claim"}, ""},
+		{"bad secret scope", map[string]string{"nodePublishSecretScope": "everywhere"}, volumeParams{}, `parameters.nodePublishSecretScope: invalid argument: "everywhere" is not a secret scope: use claim`},
 		{"too many keys", many, volumeParams{}, "parameters: invalid argument: has 33 keys"},
 		{"oversized value", map[string]string{paramBucketNamePrefix: strings.Repeat("a", 1<<20)}, volumeParams{}, "parameters.bucketNamePrefix: invalid argument: is longer than 1024 bytes"},
 		{"oversized key", map[string]string{strings.Repeat("k", 300): "v"}, volumeParams{}, "parameters key: invalid argument: is longer than 256 bytes"},

@@ -12,6 +12,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
+	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
 )
 
@@ -68,6 +69,8 @@ func codeOf(err error) codes.Code {
 		return codes.InvalidArgument
 	case errors.Is(err, credentials.ErrNoDriverCredentials):
 		return codes.FailedPrecondition
+	case errors.Is(err, secretscope.ErrRefused):
+		return codes.PermissionDenied
 	case errors.Is(err, mounter.ErrTargetInUse):
 		return codes.AlreadyExists
 	case errors.Is(err, mounter.ErrUnavailable):

@@ -15,6 +15,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -45,6 +46,15 @@ type NodeConfig struct {
 	Published func() []mounter.Target
 	// Observer hears of every publish (the node plugin's mount monitor); nil: nobody.
 	Observer PublishObserver
+	// SecretScope, when set, is asked before every publish whose credentials come from a
+	// node-publish Secret whether that Secret may be used for the volume's claim (tenant
+	// isolation, pkg/secretscope); nil: any Secret kubelet hands over is used.
+	SecretScope SecretScope
+}
+
+// SecretScope decides whether a publish may use its node-publish Secret.
+type SecretScope interface {
+	Check(ctx context.Context, p secretscope.Publish) error
 }
 
 // PublishObserver is told of each publish before it runs, with the target's lock held, and of
@@ -221,9 +231,16 @@ func (s *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi
 // Aborted, a second concurrent operation on the same target (it waits for a repair by the
 // node plugin's own mount monitor instead).
 func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	mreq, err := s.mountRequest(req)
+	mreq, source, err := s.mountRequest(req)
 	if err != nil {
 		return nil, err
+	}
+	if source == credentials.SourceSecret && s.cfg.SecretScope != nil {
+		p := secretscope.Publish{PVName: mreq.PVName, VolumeID: mreq.VolumeID, PodNamespace: mreq.WorkloadNamespace}
+		if err := s.cfg.SecretScope.Check(ctx, p); err != nil {
+			klog.InfoS("Publish refused: its node-publish secret may not be used for this claim", "volumeID", mreq.VolumeID, "pv", mreq.PVName, "target", mreq.Target, "reason", err.Error())
+			return nil, fieldError("secrets", err)
+		}
 	}
 	release, ok := s.inflight.Acquire(ctx, mreq.Target)
 	if !ok {
@@ -243,73 +260,77 @@ func (s *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
-// mountRequest validates every field of req, in CSI order, and builds the mount request.
-func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Request, error) {
+// mountRequest validates every field of req, in CSI order, and builds the mount request; it
+// also returns where the credentials come from.
+func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Request, credentials.Source, error) {
 	var r mounter.Request
 	if err := validateText("volume_id", req.GetVolumeId(), maxVolumeID); err != nil {
-		return r, err
+		return r, "", err
 	}
 	if req.GetTargetPath() == "" {
-		return r, invalid("target_path", "is required")
+		return r, "", invalid("target_path", "is required")
 	}
 	tp, err := targetpath.Parse(s.cfg.KubeletPath, req.GetTargetPath())
 	if err != nil {
-		return r, fieldError("target_path", err)
+		return r, "", fieldError("target_path", err)
 	}
 	if err := mounter.CheckTarget(tp.Path); err != nil {
-		return r, fieldError("target_path", err)
+		return r, "", fieldError("target_path", err)
 	}
 	mode, err := accessMode(req.GetVolumeCapability())
 	if err != nil {
-		return r, err
+		return r, "", err
 	}
 	mnt := req.GetVolumeCapability().GetMount()
 	if err := validateFSType(mnt.GetFsType()); err != nil {
-		return r, err
+		return r, "", err
 	}
 	if g := mnt.GetVolumeMountGroup(); g != "" {
 		if err := mountargs.ValidateGID(g); err != nil {
-			return r, fieldError("volume_capability.mount.volume_mount_group", err)
+			return r, "", fieldError("volume_capability.mount.volume_mount_group", err)
 		}
 	}
 	vc := req.GetVolumeContext()
 	if err := validateVolumeContext(vc); err != nil {
-		return r, err
+		return r, "", err
 	}
 	if err := validateBucketName("volume_context."+ctxBucketName, vc[ctxBucketName]); err != nil {
-		return r, err
+		return r, "", err
 	}
 	podUID, podNS := tp.PodUID, ""
 	if v, ok := vc[ctxPodUID]; ok {
 		if err := validatePodUID("volume_context."+ctxPodUID, v); err != nil {
-			return r, err
+			return r, "", err
 		}
 		podUID = v
 	}
 	if v, ok := vc[ctxPodNS]; ok {
 		if err := validateText("volume_context."+ctxPodNS, v, 63); err != nil {
-			return r, err
+			return r, "", err
 		}
 		podNS = v
 	}
 	recovery := mounter.RecoveryRepair
 	if v, ok := vc[ctxRecovery]; ok {
 		if v != mounter.RecoveryRepair && v != mounter.RecoveryRestartPod {
-			return r, invalid("volume_context."+ctxRecovery, "%q is not a recovery policy: use %s or %s", v, mounter.RecoveryRepair, mounter.RecoveryRestartPod)
+			return r, "", invalid("volume_context."+ctxRecovery, "%q is not a recovery policy: use %s or %s", v, mounter.RecoveryRepair, mounter.RecoveryRestartPod)
 		}
 		recovery = v
+	}
+	if v, ok := vc[secretscope.Attribute]; ok && v != secretscope.Claim && v != secretscope.Any {
+		return r, "", invalid("volume_context."+secretscope.Attribute, "%q is not a secret scope: use %s (the node-publish secret must live in the claim's namespace) or %s", v, secretscope.Claim, secretscope.Any)
 	}
 	podName := ""
 	if v, ok := vc[ctxPodName]; ok {
 		if err := validateText("volume_context."+ctxPodName, v, 253); err != nil {
-			return r, err
+			return r, "", err
 		}
 		podName = v
 	}
 	readOnly := req.GetReadonly() || isReadOnlyMode(mode)
 	built, err := mountargs.Build(mountargs.Options{MountFlags: mnt.GetMountFlags(), ReadOnly: readOnly, FSGroup: mnt.GetVolumeMountGroup()})
 	if err != nil {
-		return r, fieldError("volume_capability.mount.mount_flags", err)
+		return r, "", fieldError("volume_capability.mount.mount_flags", err)
 	}
 	creds, source, err := credentials.Resolve(vc[ctxAuthSource], req.GetSecrets(), s.cfg.DriverCredentials, built.Args.Has("no-sign-request"))
 	if err != nil {
@@ -317,7 +338,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		if _, ok := vc[ctxAuthSource]; ok && source == "" {
 			field = "volume_context." + ctxAuthSource
 		}
-		return r, fieldError(field, err)
+		return r, "", fieldError(field, err)
 	}
 	built.Args.Set("user-agent-prefix", fmt.Sprintf("%s/%s credential-source#%s", version.DriverName, version.Version, source))
 	if unknown := unknownContextKeys(vc); len(unknown) > 0 {
@@ -343,7 +364,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		ReadOnly:          readOnly,
 		VolumeReadOnly:    isReadOnlyMode(mode) || slices.ContainsFunc(mnt.GetMountFlags(), isReadOnlyOption),
 		FSGroup:           mnt.GetVolumeMountGroup(),
-	}, nil
+	}, source, nil
 }
 
 // isReadOnlyOption reports whether a PV mount option is mount-s3's read-only flag.
@@ -356,7 +377,7 @@ func unknownContextKeys(vc map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(vc)) {
 		switch k {
-		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS, ctxPodName, ctxRecovery:
+		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS, ctxPodName, ctxRecovery, secretscope.Attribute:
 		default:
 			out = append(out, k)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/mounter/mountertest"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 )
 
 type testNode struct {
@@ -35,10 +36,16 @@ var driverCreds = &credentials.Credentials{AccessKeyID: "DRIVERKEY", SecretAcces
 
 // startNode serves the Node and Identity services over a real Unix socket with a fake mounter.
 func startNode(t *testing.T, creds *credentials.Credentials, checker Checker) *testNode {
+	return startNodeWith(t, creds, checker, nil)
+}
+
+// startNodeWith is startNode with a secret scope check.
+func startNodeWith(t *testing.T, creds *credentials.Credentials, checker Checker, scope SecretScope) *testNode {
 	t.Helper()
 	dir := t.TempDir()
 	tn := &testNode{kubelet: filepath.Join(dir, "kubelet"), fake: &mountertest.Fake{}, socket: filepath.Join(dir, "csi", "csi.sock")}
-	ns, err := NewNodeServer(NodeConfig{NodeID: "node-1", MaxVolumesPerNode: 7, KubeletPath: tn.kubelet, S3Region: "us-east-1", S3EndpointURL: "http://s3.example:8000", DriverCredentials: creds}, tn.fake)
+	ns, err := NewNodeServer(NodeConfig{NodeID: "node-1", MaxVolumesPerNode: 7, KubeletPath: tn.kubelet, S3Region: "us-east-1", S3EndpointURL: "http://s3.example:8000",
+		DriverCredentials: creds, SecretScope: scope}, tn.fake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +181,69 @@ func TestPublishSecretSource(t *testing.T) {
 	got, _ := tn.fake.Mounted(req.TargetPath)
 	if got.Credentials == nil || got.Credentials.AccessKeyID != "VOLKEY" || !strings.Contains(strings.Join(got.Args.List(), " "), "credential-source#secret") {
 		t.Errorf("request = %+v", got)
+	}
+}
+
+// scopeFunc is a SecretScope from a function; it records what it was asked.
+type scopeFunc struct {
+	f     func(secretscope.Publish) error
+	asked []secretscope.Publish
+}
+
+func (s *scopeFunc) Check(_ context.Context, p secretscope.Publish) error {
+	s.asked = append(s.asked, p)
+	return s.f(p)
+}
+
+// TestPublishSecretScope: a publish with a node-publish Secret is checked (PV name from the
+// target path, the workload's namespace) and, when refused, is PermissionDenied with the reason
+// and mounts nothing; a publish with the driver's credentials is not checked.
+func TestPublishSecretScope(t *testing.T) {
+	scope := &scopeFunc{f: func(p secretscope.Publish) error {
+		if p.PodNamespace == "team-b" {
+			return fmt.Errorf("%w: secret team-a/creds, claim in team-b", secretscope.ErrRefused)
+		}
+		return nil
+	}}
+	tn := startNodeWith(t, driverCreds, nil, scope)
+	secretReq := func(pod, ns string) *csi.NodePublishVolumeRequest {
+		req := tn.publishReq(pod)
+		req.VolumeContext["authenticationSource"] = "secret"
+		req.VolumeContext["csi.storage.k8s.io/pod.namespace"] = ns
+		req.Secrets = map[string]string{"access_key_id": "VOLKEY", "secret_access_key": "volsecret"}
+		return req
+	}
+	_, err := tn.node.NodePublishVolume(context.Background(), secretReq("pod-b", "team-b"))
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "secrets: node-publish secret refused: secret team-a/creds, claim in team-b") {
+		t.Errorf("refused publish: %v, want PermissionDenied naming both namespaces", err)
+	}
+	if strings.Contains(fmt.Sprint(err), "volsecret") {
+		t.Errorf("the error shows the secret: %v", err)
+	}
+	if _, ok := tn.fake.Mounted(tn.target("pod-b")); ok || len(tn.fake.Calls()) != 0 {
+		t.Errorf("a refused publish reached the mounter: %v", tn.fake.Calls())
+	}
+	if _, err := tn.node.NodePublishVolume(context.Background(), secretReq("pod-a", "team-a")); err != nil {
+		t.Errorf("allowed publish: %v", err)
+	}
+	want := []secretscope.Publish{{PVName: "pv-1", VolumeID: "vol-1", PodNamespace: "team-b"}, {PVName: "pv-1", VolumeID: "vol-1", PodNamespace: "team-a"}}
+	if diff := cmp.Diff(want, scope.asked); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+	// The driver's credentials: nothing to check.
+	req := tn.publishReq("pod-c")
+	req.VolumeContext["csi.storage.k8s.io/pod.namespace"] = "team-b"
+	if _, err := tn.node.NodePublishVolume(context.Background(), req); err != nil {
+		t.Errorf("publish with the driver's credentials: %v", err)
+	}
+	if len(scope.asked) != 2 {
+		t.Errorf("a publish with the driver's credentials was checked: %v", scope.asked)
+	}
+	// A bad scope attribute is the caller's error, before any check.
+	req = secretReq("pod-d", "team-a")
+	req.VolumeContext["nodePublishSecretScope"] = "everyone"
+	if _, err := tn.node.NodePublishVolume(context.Background(), req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "volume_context.nodePublishSecretScope") {
+		t.Errorf("bad scope attribute: %v", err)
 	}
 }
 

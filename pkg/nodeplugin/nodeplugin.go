@@ -36,6 +36,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/pkg/podrestart"
 	"github.com/s3csi/s3-csi-driver/pkg/registration"
+	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -105,6 +106,9 @@ type Config struct {
 	// RestartPods lets the recovery policy restart-pod delete workload pods (it needs the RBAC
 	// the chart binds with node.restartPods); when false such volumes are repaired only.
 	RestartPods bool
+	// SecretScope is where a node-publish Secret may live (secretscope.Claim or Any); Claim
+	// without Kube refuses every publish with a node-publish Secret.
+	SecretScope string
 }
 
 // Pod mode's workloads share their Mountpoint Pod's mount: the monitor handles them together.
@@ -182,6 +186,10 @@ func Run(ctx context.Context, cfg Config) error {
 	router := mounter.NewRouter(systemdMounter, podMounter, unavailable, mode, filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "mnt"))
 	klog.InfoS("Node plugin ready", "node", cfg.NodeID, "mode", router.Mode(), "podMode", pm != nil)
 
+	scope, err := secretScope(cfg)
+	if err != nil {
+		return err
+	}
 	ns, err := driver.NewNodeServer(driver.NodeConfig{
 		NodeID:            cfg.NodeID,
 		MaxVolumesPerNode: cfg.MaxVolumesPerNode,
@@ -194,6 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Locks:             locks,
 		Published:         monitor.Targets,
 		Observer:          monitor,
+		SecretScope:       scope,
 	}, router)
 	if err != nil {
 		return err
@@ -489,6 +498,28 @@ func serveMetrics(ctx context.Context, cfg Config, mounts *mountCollector, more 
 	if cfg.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return serveHTTP(ctx, "metrics", cfg.MetricsAddress, mux)
+}
+
+// secretScope returns the node-publish Secret check cfg asks for: none for secretscope.Any;
+// for Claim, PV reads through their own client (its rate limit above client-go's default of 5
+// per second: a node reboot publishes every volume at once), or a refusal of every such
+// publish without API access.
+func secretScope(cfg Config) (driver.SecretScope, error) {
+	switch {
+	case cfg.SecretScope == secretscope.Any:
+		return nil, nil
+	case cfg.Kube == nil:
+		klog.InfoS("No Kubernetes API access: publishes with a node-publish secret are refused (their namespace cannot be checked)", "flag", "--node-publish-secret-scope="+secretscope.Any)
+		return secretscope.NoAPI{}, nil
+	}
+	kube := rest.CopyConfig(cfg.Kube)
+	kube.QPS, kube.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(kube)
+	if err != nil {
+		return nil, err
+	}
+	return secretscope.New(cs), nil
 }

@@ -38,6 +38,9 @@ type scaleNode struct {
 	// storm, in systemd mode, counts the D-Bus signals systemd sends a private connection
 	// within 2 s of one mount and unmount elsewhere on the node.
 	storm func() int
+	// debug, in systemd mode, turns the manager's debug log (to the kernel log) on or off
+	// around the publish and unpublish of one more volume (BENCH_SCALE_SYSTEMD_DEBUG).
+	debug func(on bool)
 	// floor, in systemd mode, is what systemd itself takes for a transient unit at this size,
 	// with no driver and no mount-s3: median start of a unit of /bin/true, and of one that
 	// makes as many mount changes as a mount unit's start (see unitFloor).
@@ -132,6 +135,10 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		extra := 1_000_000 + size // a volume of its own, made and removed again
 		n.prepare(extra)
 		jobs0 := systemdJobs(b, n.metrics)
+		traced := traceNode(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
+		if n.debug != nil {
+			n.debug(true)
+		}
 		start := time.Now()
 		if err := n.publish(ctx, extra); err != nil {
 			b.Fatalf("%s: publish one more at %d: %v", mode, size, err)
@@ -144,6 +151,10 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		}
 		unpub := time.Since(start)
 		jobs2 := systemdJobs(b, n.metrics)
+		if n.debug != nil {
+			n.debug(false)
+		}
+		traced()
 		storm := "-"
 		if n.storm != nil {
 			storm = strconv.Itoa(n.storm())
@@ -184,6 +195,7 @@ func scaleSystemd(b *testing.B) *scaleNode {
 	s3.CreateBucket(b, "bench-bucket")
 	kubelet := harness.NewKubeletDir(b)
 	sd := harness.StartSystemd(b, kubelet)
+	debugLog := os.Getenv("BENCH_SCALE_SYSTEMD_DEBUG") != ""
 	harness.CleanupMounts(b, kubelet)
 	addr := freeAddr(b)
 	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
@@ -191,7 +203,20 @@ func scaleSystemd(b *testing.B) *scaleNode {
 	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
 	return &scaleNode{
 		drv: drv, metrics: addr, storm: func() int { return signalStorm(b, sd.Socket, kubelet) },
-		floor:    func() (time.Duration, time.Duration) { return unitFloor(b, sd.Socket, kubelet) },
+		floor: func() (time.Duration, time.Duration) { return unitFloor(b, sd.Socket, kubelet) },
+		debug: func(on bool) {
+			if !debugLog {
+				return
+			}
+			// The manager's standard error is /dev/null: the kernel log (dmesg) has its lines,
+			// with times.
+			level := map[bool]string{true: "debug", false: "info"}[on]
+			for _, args := range [][]string{{"log-target", "kmsg"}, {"log-level", level}} {
+				if out, err := sd.Systemctl(args...); err != nil {
+					b.Fatalf("systemctl %v: %v: %s", args, err, out)
+				}
+			}
+		},
 		standin:  func() time.Duration { return standinAlone(b, s3, kubelet) },
 		diagnose: func() string { l := sd.Log(); return l[max(0, len(l)-3000):] },
 		prepare: func(i int) {
@@ -420,6 +445,36 @@ func rssMiB(b *testing.B, pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// traceNode starts a 2 s execution trace of the node plugin, saved to
+// $BENCH_SCALE_PROFILES/<name>.trace when BENCH_SCALE_TRACE is set too (read it with go tool
+// trace); the function it returns waits for the trace.
+func traceNode(b *testing.B, metrics, name string) func() {
+	dir := os.Getenv("BENCH_SCALE_PROFILES")
+	if dir == "" || os.Getenv("BENCH_SCALE_TRACE") == "" {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + metrics + "/debug/pprof/trace?seconds=2")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".trace"), body, 0o600)
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the trace has started
+	return func() {
+		if err := <-done; err != nil {
+			b.Fatalf("trace: %v", err)
+		}
+	}
 }
 
 // saveProfiles writes the node plugin's heap profile, its goroutines and the runtime's memory

@@ -32,6 +32,8 @@ func TestCluster(t *testing.T) {
 		{"credential-rotation", testRotation},
 		{"node-plugin-restart", testNodePluginRestart},
 		{"node-scoped-writes", testNodeScopedWrites},
+		{"tenant-isolation-systemd", func(t *testing.T) { testTenantIsolation(t, "systemd") }},
+		{"tenant-isolation-pod", func(t *testing.T) { testTenantIsolation(t, "pod") }},
 		{"mount-health-systemd", func(t *testing.T) { testMountHealth(t, "systemd") }},
 		{"mount-health-pod", func(t *testing.T) { testMountHealth(t, "pod") }},
 		{"controller-restart-burst", testControllerBurst},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +71,12 @@ func (d *Driver) args(t TB) []string {
 	}
 	if o.SystemdSocket != "" {
 		args = append(args, "--systemd-socket="+o.SystemdSocket)
+	}
+	// The check of a node-publish secret's namespace reads the volume's PV, which only the
+	// suites with an API server and PVs have (they pass the flag themselves): the others publish
+	// with secrets the way a node plugin started with --node-publish-secret-scope=any does.
+	if !slices.ContainsFunc(o.ExtraArgs, func(a string) bool { return strings.HasPrefix(a, "--node-publish-secret-scope") }) {
+		args = append(args, "--node-publish-secret-scope=any")
 	}
 	return append(args, o.ExtraArgs...)
 }

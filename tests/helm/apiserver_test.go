@@ -218,8 +218,10 @@ func TestRBAC(t *testing.T) {
 				{"create", "", "events", "default"},
 				{"list", "storage.k8s.io", "csinodes", ""}, {"watch", "storage.k8s.io", "csinodes", ""},
 				{"list", group, s3pa, ""}, {"watch", group, s3pa, ""},
+				{"get", "", "persistentvolumes", ""},
 			}
 			nodeDenied := []access{
+				{"list", "", "persistentvolumes", ""},
 				{"create", "", "pods", mp}, {"delete", "", "pods", mp}, {"list", "", "pods", "default"},
 				{"get", "", "secrets", namespace}, {"delete", "", "nodes", ""}, {"create", group, s3pa, ""},
 				{"update", "", "persistentvolumes", ""},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
 // TestNodeScopedWritesPolicy applies the chart's RBAC and its admission policy to a real
@@ -141,7 +146,9 @@ func TestNodeScopedWritesPolicy(t *testing.T) {
 		{"removing another annotation of its own Node", func() error {
 			return patch(plugin, "node-a", map[string]any{"metadata": map[string]any{"annotations": map[string]any{"keep": nil}}})
 		}, "may change only the annotation"},
-		{"cordoning its own Node", func() error { return patch(plugin, "node-a", map[string]any{"spec": map[string]any{"unschedulable": true}}) }, "may not cordon Node node-a"},
+		{"cordoning its own Node", func() error {
+			return patch(plugin, "node-a", map[string]any{"spec": map[string]any{"unschedulable": true}})
+		}, "may not cordon Node node-a"},
 		{"adding a taint to its own Node", func() error {
 			return patch(plugin, "node-a", map[string]any{"spec": map[string]any{"taints": []corev1.Taint{other, startup, {Key: "x", Effect: corev1.TaintEffectNoExecute}}}})
 		}, "may only remove the taint s3.csi.scality.com/agent-not-ready"},
@@ -203,5 +210,59 @@ func TestNodeScopedWritesPolicy(t *testing.T) {
 	if n.Labels["zone"] != "1" || n.Annotations["keep"] != "me" || n.Annotations["other"] != "" || n.Spec.Unschedulable || len(n.Finalizers) > 0 ||
 		!taints["team"] || taints["x"] || taints[startup.Key] {
 		t.Errorf("node-a after the refused writes: labels %v, annotations %v, unschedulable %v, taints %v", n.Labels, n.Annotations, n.Spec.Unschedulable, n.Spec.Taints)
+	}
+}
+
+// TestPublishSecretScopeValue: the node plugin's --node-publish-secret-scope is
+// node.publishSecretScope when set; empty, claim on a new install and, on an upgrade of a
+// release whose node DaemonSet predates the flag (helm template's lookup finds nothing, as for
+// an earlier release or Scality's charts), any, so the upgrade refuses no volume that mounted
+// before it; the notes then say so.
+func TestPublishSecretScopeValue(t *testing.T) {
+	m := modes[0]
+	for _, c := range []struct {
+		name  string
+		args  []string
+		want  string
+		notes bool
+	}{
+		{"new install", nil, "claim", false},
+		{"new install, any", []string{"--set", "node.publishSecretScope=any"}, "any", true},
+		{"upgrade of a release without the flag", []string{"--is-upgrade"}, "any", true},
+		{"upgrade, claim asked", []string{"--is-upgrade", "--set", "node.publishSecretScope=claim"}, "claim", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, objs := m.render(t, c.args...)
+			ds := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node"))
+			var got []string
+			for _, ctr := range ds.Spec.Template.Spec.Containers {
+				for _, a := range ctr.Args {
+					if v, ok := strings.CutPrefix(a, "--node-publish-secret-scope="); ok {
+						got = append(got, ctr.Name+":"+v)
+					}
+				}
+			}
+			if len(got) != 1 || got[0] != "s3-plugin:"+c.want {
+				t.Errorf("--node-publish-secret-scope: %v, want s3-plugin:%s", got, c.want)
+			}
+			if slices.Contains(c.args, "--is-upgrade") {
+				return // helm install --dry-run below renders an install's notes only
+			}
+			// helm install --dry-run asks a cluster for its version: the test API server, as an
+			// administrator.
+			kubeconfig := apiServer(t).Kubeconfig(t, "helm-notes", "system:masters")
+			out, err := harness.Helm(t, append([]string{"install", release, harness.ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--dry-run=client", "--values", m.valuesFile(), "--set", "crd.install=false"}, c.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, notes, _ := strings.Cut(out, "NOTES:")
+			if got := strings.Contains(notes, "node-publish Secrets may live in any namespace"); got != c.notes {
+				t.Errorf("notes warn of any namespace: %v, want %v:\n%s", got, c.notes, notes)
+			}
+		})
+	}
+	_, err := harness.HelmTemplate(t, release, namespace, "--values", m.valuesFile(), "--set", "node.publishSecretScope=everyone")
+	if err == nil || !strings.Contains(err.Error(), "publishSecretScope") {
+		t.Errorf("node.publishSecretScope=everyone: %v, want a schema error naming the value", err)
 	}
 }

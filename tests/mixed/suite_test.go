@@ -171,6 +171,12 @@ func (n *node) waitEffective(m mountmode.Mode) {
 // volume creates a PV of this driver for bucket, bound to a claim in the cluster's namespace.
 func (c *cluster) volume(name, bucket string) *corev1.PersistentVolume {
 	c.t.Helper()
+	return c.volumeWith(name, bucket, nil)
+}
+
+// volumeWith is volume with change applied to the PV before it is created.
+func (c *cluster) volumeWith(name, bucket string, change func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+	c.t.Helper()
 	ctx := context.Background()
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: c.ns + "-" + name},
@@ -183,6 +189,9 @@ func (c *cluster) volume(name, bucket string) *corev1.PersistentVolume {
 				Driver: "s3.csi.scality.com", VolumeHandle: c.ns + "-" + name + "-handle", VolumeAttributes: map[string]string{"bucketName": bucket},
 			}},
 		},
+	}
+	if change != nil {
+		change(pv)
 	}
 	harness.Must(c.t, kube.Client.Create(ctx, pv))
 	pvc := &corev1.PersistentVolumeClaim{

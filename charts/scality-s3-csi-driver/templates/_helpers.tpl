@@ -221,3 +221,21 @@ hold live mounts of that mode, which need that mode's host access to be unmounte
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+Where a node-publish Secret may live (--node-publish-secret-scope): node.publishSecretScope
+when set; else claim on a new install, and on an upgrade what the release's node DaemonSet had,
+"any" when it predates the flag (earlier releases, Scality's 1.x and 2.x charts): an upgrade
+never starts refusing volumes that mounted before it (docs/security.md, tenant isolation).
+*/}}
+{{- define "s3csi.secretScope" -}}
+{{- if .Values.node.publishSecretScope -}}
+{{- .Values.node.publishSecretScope -}}
+{{- else if .Release.IsUpgrade -}}
+{{- $ds := lookup "apps/v1" "DaemonSet" .Release.Namespace "s3-csi-node" -}}
+{{- $had := regexFind "--node-publish-secret-scope=(claim|any)" (toJson (dig "spec" "template" "spec" "containers" list $ds)) -}}
+{{- if $had -}}{{ trimPrefix "--node-publish-secret-scope=" $had }}{{- else -}}any{{- end -}}
+{{- else -}}
+claim
+{{- end -}}
+{{- end -}}
