@@ -104,6 +104,7 @@ func (u unitSpec) properties() []sd.Property {
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(u.timeout / time.Microsecond))},
 	}
+	props = append(props, Sandbox()...)
 	if len(u.pre) > 0 {
 		props = append(props, execProperty("ExecStartPre", u.pre...))
 	}

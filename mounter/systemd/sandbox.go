@@ -1,0 +1,52 @@
+package systemd
+
+import (
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// capSysAdmin is CAP_SYS_ADMIN's number (linux/capability.h; the package also builds on other
+// systems for the controller).
+const capSysAdmin = 21
+
+// Sandbox returns the confinement every unit of the driver gets (mount-s3 with its binds, and
+// the unmount units). Each property bounds what a process of the unit can do without giving
+// it a mount namespace of its own:
+//   - CapabilityBoundingSet=CAP_SYS_ADMIN: mount(2) of the FUSE filesystem and the binds need
+//     it; every other capability of root goes (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_SYS_MODULE,
+//     CAP_SYS_PTRACE, CAP_NET_ADMIN, CAP_SYS_RAWIO, CAP_SETUID, …), so a compromised mount-s3
+//     cannot write a file another user owns, load a module or trace a process.
+//   - NoNewPrivileges: no setuid or file-capability binary raises it again.
+//   - RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK: S3 over IP, name resolution
+//     (glibc's getaddrinfo asks netlink for the node's addresses); no raw packet sockets.
+//   - RestrictNamespaces: no new namespace (no user namespace to regain capabilities in).
+//   - LockPersonality, RestrictRealtime, RestrictSUIDSGID (no setuid/setgid file created),
+//     UMask=0077.
+//
+// Real mount-s3 already runs under tighter rules in pod mode (no capability at all, no
+// privilege escalation, the container runtime's seccomp profile); here it keeps the one
+// capability its own mount(2) needs. Options that give the unit a mount namespace
+// (ProtectSystem, ProtectHome, PrivateTmp, ReadWritePaths, PrivateDevices, …) are left out:
+// the FUSE mount mount-s3 makes would stay in that namespace, invisible to the host and to the
+// workloads (systemd cannot propagate a namespace's mounts back to the host once it set it up),
+// see docs/security.md.
+func Sandbox() []sd.Property {
+	return []sd.Property{
+		{Name: "CapabilityBoundingSet", Value: dbus.MakeVariant(uint64(1) << capSysAdmin)},
+		{Name: "NoNewPrivileges", Value: dbus.MakeVariant(true)},
+		{Name: "RestrictAddressFamilies", Value: dbus.MakeVariant(addressFamilies{Allow: true, Families: []string{"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"}})},
+		// The namespace types a unit may create: none.
+		{Name: "RestrictNamespaces", Value: dbus.MakeVariant(uint64(0))},
+		{Name: "LockPersonality", Value: dbus.MakeVariant(true)},
+		{Name: "RestrictRealtime", Value: dbus.MakeVariant(true)},
+		{Name: "RestrictSUIDSGID", Value: dbus.MakeVariant(true)},
+		{Name: "UMask", Value: dbus.MakeVariant(uint32(0o077))},
+	}
+}
+
+// addressFamilies is systemd's RestrictAddressFamilies property (D-Bus (bas)): whether the list
+// is an allow list, and the families.
+type addressFamilies struct {
+	Allow    bool
+	Families []string
+}

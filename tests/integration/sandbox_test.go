@@ -1,0 +1,114 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/s3csi/s3-csi-driver/mounter/systemd"
+)
+
+// TestUnitsConfined: the mount-s3 a publish starts runs confined (systemd.Sandbox) and its
+// mount works: its process holds CAP_SYS_ADMIN only, in its bounding and effective sets, with
+// no_new_privs and a seccomp filter; a write and a read through the mount reach the bucket.
+// Then a unit with the same confinement running a shell shows each property refusing what it
+// is for, next to a control the unit may do.
+func TestUnitsConfined(t *testing.T) {
+	s := newSuite(t, true)
+	s.s3.CreateBucket(t, "confined")
+	target := s.target("pod-a")
+	s.publish(rw(target, "confined", "allow-delete"))
+	if err := os.WriteFile(filepath.Join(target, "hello.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatalf("write through a confined mount-s3: %v", err)
+	}
+	if got := s.s3.GetObject(t, "confined", "hello.txt"); string(got) != "hi" {
+		t.Errorf("object = %q", got)
+	}
+	out, err := s.sd.Systemctl("show", "--property=MainPID", "--value", systemd.MountUnitName(target))
+	if err != nil {
+		t.Fatalf("systemctl show: %v: %s", err, out)
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(out), "status"))
+	if err != nil {
+		t.Fatalf("mount-s3's status (main PID %q): %v", out, err)
+	}
+	const sysAdmin = "0000000000200000" // bit 21
+	for _, want := range []string{"CapEff:\t" + sysAdmin, "CapPrm:\t" + sysAdmin, "CapBnd:\t" + sysAdmin, "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(string(status), want+"\n") {
+			t.Errorf("mount-s3's /proc status lacks %q:\n%s", want, status)
+		}
+	}
+	s.unpublish(target)
+	s.assertClean(target)
+
+	// The same confinement around a shell: each line prints what happened.
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other-users-file")
+	if err := os.WriteFile(other, []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`cd %[1]s
+try() { if "$@" 2>/dev/null; then echo "$name allowed"; else echo "$name refused"; fi; }
+name=own-file-write try sh -c 'echo ok > own'
+name=chown try chown 4242 own
+name=write-other-users-file try sh -c 'echo x >> %[2]s'
+name=new-namespace try unshare -m true
+name=setuid-bit try chmod u+s own
+name=tmpfs-mount try mount -t tmpfs -o size=4k t %[1]s
+umount %[1]s 2>/dev/null
+stat -c 'umask-file-mode %%a' own
+`, dir, other)
+	log := filepath.Join(dir, "out")
+	conn, err := systemd.Connect(s.sd.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	type execCmd struct {
+		Path          string
+		Args          []string
+		IgnoreFailure bool
+	}
+	props := append([]sd.Property{
+		sd.PropType("oneshot"),
+		{Name: "ExecStart", Value: dbus.MakeVariant([]execCmd{{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", script}}})},
+		{Name: "StandardOutputFile", Value: dbus.MakeVariant(log)},
+		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+	}, systemd.Sandbox()...)
+	ch := make(chan string, 1)
+	if _, err := conn.StartTransientUnitContext(context.Background(), "s3csi-sandbox-probe.service", "fail", props, ch); err != nil {
+		t.Fatalf("start the probe unit: %v", err)
+	}
+	if res := <-ch; res != "done" {
+		t.Fatalf("probe unit: %s", res)
+	}
+	got, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"own-file-write allowed",         // control: root may write its own files
+		"tmpfs-mount allowed",            // CAP_SYS_ADMIN stays: mount-s3 and the binds need it
+		"chown refused",                  // CAP_CHOWN dropped
+		"write-other-users-file refused", // CAP_DAC_OVERRIDE dropped
+		"new-namespace refused",          // RestrictNamespaces
+		"setuid-bit refused",             // RestrictSUIDSGID
+		"umask-file-mode 600",            // UMask=0077
+	} {
+		if !strings.Contains(string(got), want+"\n") {
+			t.Errorf("confined shell: %q missing in:\n%s", want, got)
+		}
+	}
+	if b, _ := os.ReadFile(other); string(b) != "theirs" {
+		t.Errorf("the other user's file changed: %q", b)
+	}
+}
