@@ -245,16 +245,21 @@ func TestRBAC(t *testing.T) {
 				{"update", "", "persistentvolumeclaims", "team-a"}, {"list", "storage.k8s.io", "storageclasses", ""},
 				{"create", "", "events", "team-a"},
 				{"create", "coordination.k8s.io", "leases", namespace}, {"update", "coordination.k8s.io", "leases", namespace},
-				{"get", "", "secrets", "team-a"},
 			}
 			ctrlDenied := []access{
 				{"create", "", "pods", "default"}, {"patch", "", "nodes", ""}, {"list", "", "secrets", "team-a"},
 				{"update", "", "persistentvolumes", ""},
 			}
-			if m.secretNSAll {
-				ctrlAllowed = append(ctrlAllowed, access{"get", "", "secrets", "default"})
-			} else {
+			// Secrets: every namespace (mixed: ["*"]), team-a only (pod), none (systemd: the
+			// default of a new install).
+			switch {
+			case m.secretNSAll:
+				ctrlAllowed = append(ctrlAllowed, access{"get", "", "secrets", "default"}, access{"get", "", "secrets", "team-a"})
+			case slices.Contains(m.secretNS, "team-a"):
+				ctrlAllowed = append(ctrlAllowed, access{"get", "", "secrets", "team-a"})
 				ctrlDenied = append(ctrlDenied, access{"get", "", "secrets", "default"})
+			default:
+				ctrlDenied = append(ctrlDenied, access{"get", "", "secrets", "default"}, access{"get", "", "secrets", "team-a"})
 			}
 			reconciler := []access{
 				{"create", "", "pods", mp}, {"delete", "", "pods", mp}, {"list", "", "pods", ""},

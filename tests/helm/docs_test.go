@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ import (
 // schemaNode is the part of values.schema.json the documentation is made from; properties keep
 // their order, which is the order of the documentation.
 type schemaNode struct {
-	Type        string      `json:"type"`
+	Type        schemaType  `json:"type"`
 	Description string      `json:"description"`
 	Ref         string      `json:"$ref"`
 	Pattern     string      `json:"pattern"`
@@ -28,6 +29,28 @@ type schemaNode struct {
 	// Deprecated marks a 1.x chart value the schema lets through only for the chart to refuse
 	// it with what to use instead: not documented as a value, no default.
 	Deprecated bool `json:"deprecated"`
+}
+
+// schemaType is a node's type: a name, or a list of names of which "null" (a value that may be
+// left unset) is not documented as a type.
+type schemaType string
+
+func (s *schemaType) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = schemaType(one)
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return err
+	}
+	many = slices.DeleteFunc(many, func(t string) bool { return t == "null" })
+	if len(many) != 1 {
+		return fmt.Errorf("type %s: one type besides null is documented", b)
+	}
+	*s = schemaType(many[0])
+	return nil
 }
 
 type properties struct {
@@ -98,7 +121,7 @@ func valuesDoc(t *testing.T) string {
 		if n.Ref != "" {
 			return typeName(root.Defs, n)
 		}
-		return n.Type
+		return string(n.Type)
 	}
 
 	var out strings.Builder
@@ -162,7 +185,7 @@ func typeName(defs map[string]schemaNode, n *schemaNode) string {
 			}
 			return strings.Join(alts, " \\| ")
 		}
-		return def.Type
+		return string(def.Type)
 	}
 	if n.Type == "array" && n.Items != nil {
 		return "list of " + typeName(defs, n.Items)
@@ -170,7 +193,7 @@ func typeName(defs map[string]schemaNode, n *schemaNode) string {
 	if n.Type == "string" {
 		return "strings" // only reached for list items
 	}
-	return n.Type
+	return string(n.Type)
 }
 
 // cell makes text safe inside a Markdown table cell.

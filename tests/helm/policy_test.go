@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -264,5 +265,41 @@ func TestPublishSecretScopeValue(t *testing.T) {
 	_, err := harness.HelmTemplate(t, release, namespace, "--values", m.valuesFile(), "--set", "node.publishSecretScope=everyone")
 	if err == nil || !strings.Contains(err.Error(), "publishSecretScope") {
 		t.Errorf("node.publishSecretScope=everyone: %v, want a schema error naming the value", err)
+	}
+}
+
+// TestSecretNamespacesDefault: with controller.provisioner.secretNamespaces unset, a new
+// install lets the provisioner read no Secret, and an upgrade of a release whose provisioner
+// ClusterRole is not found (helm template's lookup: an earlier release's default, or another
+// chart's) keeps every namespace; a list set explicitly wins either way.
+func TestSecretNamespacesDefault(t *testing.T) {
+	m := modes[0] // systemd: secretNamespaces unset
+	grants := func(objs []*unstructured.Unstructured) (cluster bool, roles []string) {
+		for _, cr := range find(objs, "ClusterRole", "") {
+			for _, r := range typed[rbacv1.ClusterRole](t, cr).Rules {
+				cluster = cluster || slices.Contains(r.Resources, "secrets")
+			}
+		}
+		for _, r := range find(objs, "Role", "scality-s3-csi-provisioner-secrets") {
+			roles = append(roles, r.GetNamespace())
+		}
+		return cluster, roles
+	}
+	for _, c := range []struct {
+		name    string
+		args    []string
+		cluster bool
+		roles   []string
+	}{
+		{"new install", nil, false, nil},
+		{"upgrade", []string{"--is-upgrade"}, true, nil},
+		{"upgrade, list set", []string{"--is-upgrade", "--set", "controller.provisioner.secretNamespaces={storage}"}, false, []string{"storage"}},
+		{"upgrade, none set", []string{"--is-upgrade", "--set-json", "controller.provisioner.secretNamespaces=[]"}, false, nil},
+	} {
+		_, objs := m.render(t, c.args...)
+		cluster, roles := grants(objs)
+		if cluster != c.cluster || !slices.Equal(roles, c.roles) {
+			t.Errorf("%s: Secrets everywhere %v, Roles in %v; want %v, %v", c.name, cluster, roles, c.cluster, c.roles)
+		}
 	}
 }

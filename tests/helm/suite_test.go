@@ -50,7 +50,7 @@ type mode struct {
 }
 
 var modes = []mode{
-	{name: "systemd", defaultMode: "systemd", systemd: true, mpNamespace: "mount-s3", kubeletPath: "/var/lib/kubelet", secretNSAll: true, hasCredential: true, systemdSocket: "/run/systemd/private"},
+	{name: "systemd", defaultMode: "systemd", systemd: true, mpNamespace: "mount-s3", kubeletPath: "/var/lib/kubelet", hasCredential: true, systemdSocket: "/run/systemd/private"},
 	{name: "pod", defaultMode: "pod", pod: true, mpNamespace: "s3-mounts", kubeletPath: "/var/lib/k0s/kubelet", secretNS: []string{"team-a"}},
 	{name: "mixed", defaultMode: "systemd", systemd: true, pod: true, mpNamespace: "mount-s3", kubeletPath: "/var/lib/kubelet", secretNSAll: true, hasCredential: true,
 		systemdSocket: "/run/host-systemd/private", sidecars: true, restartPods: true},

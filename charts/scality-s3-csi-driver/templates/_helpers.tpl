@@ -239,3 +239,26 @@ never starts refusing volumes that mounted before it (docs/security.md, tenant i
 claim
 {{- end -}}
 {{- end -}}
+
+{{/*
+Namespaces whose Secrets the provisioner may read, as a JSON list:
+controller.provisioner.secretNamespaces when set; else none on a new install and, on an upgrade,
+every namespace when the release's ClusterRole granted Secrets or the release has none of this
+chart (earlier releases defaulted to every namespace, Scality's charts too): an upgrade never
+takes away what provisioning and deletion of existing volumes read.
+*/}}
+{{- define "s3csi.secretNamespaces" -}}
+{{- $set := .Values.controller.provisioner.secretNamespaces -}}
+{{- if kindIs "slice" $set -}}
+{{- toJson $set -}}
+{{- else if .Release.IsUpgrade -}}
+{{- $cr := lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" "scality-s3-csi-provisioner" -}}
+{{- if or (not $cr) (contains "\"secrets\"" (toJson (dig "rules" list $cr))) -}}
+["*"]
+{{- else -}}
+[]
+{{- end -}}
+{{- else -}}
+[]
+{{- end -}}
+{{- end -}}
