@@ -152,6 +152,9 @@ secret-authenticated volumes without them) and false on the CSI controller.
 */}}
 {{- define "s3csi.credentialsEnv" -}}
 {{- $c := include "s3csi.credentials" .root | fromYaml -}}
+{{- if and .controller .root.Values.s3.credentials.controllerSecretName -}}
+{{- $_ := set $c "secretName" .root.Values.s3.credentials.controllerSecretName -}}
+{{- end -}}
 {{- if $c.secretName }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:

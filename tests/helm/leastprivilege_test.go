@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -301,5 +302,56 @@ func TestSecretNamespacesDefault(t *testing.T) {
 		if cluster != c.cluster || !slices.Equal(roles, c.roles) {
 			t.Errorf("%s: Secrets everywhere %v, Roles in %v; want %v, %v", c.name, cluster, roles, c.cluster, c.roles)
 		}
+	}
+}
+
+// TestControllerSeparation: the CSI controller container, which parses S3 responses, gets no
+// service account token (the pod's automount is off; csi-provisioner and the Pod Reconciler
+// mount a projected token), and with s3.credentials.controllerSecretName it gets its own
+// credentials while the node plugin keeps the nodes'.
+func TestControllerSeparation(t *testing.T) {
+	m := modes[2] // mixed: pod mode in use, so the Pod Reconciler runs too
+	_, objs := m.render(t, "--set", "s3.credentials.secretName=s3-data", "--set", "s3.credentials.controllerSecretName=s3-buckets")
+	dep := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller")).Spec.Template.Spec
+	if dep.AutomountServiceAccountToken == nil || *dep.AutomountServiceAccountToken {
+		t.Error("the controller pod automounts its service account token into every container")
+	}
+	const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	mounts := map[string]bool{}
+	for _, c := range dep.Containers {
+		for _, vm := range c.VolumeMounts {
+			if vm.MountPath == tokenDir {
+				mounts[c.Name] = true
+			}
+		}
+	}
+	want := map[string]bool{"csi-provisioner": true, "s3-pod-reconciler": true}
+	if !maps.Equal(mounts, want) {
+		t.Errorf("containers with the API token: %v, want %v", mounts, want)
+	}
+	secretOf := func(spec corev1.PodSpec, container string) string {
+		for _, c := range spec.Containers {
+			if c.Name != container {
+				continue
+			}
+			for _, e := range c.Env {
+				if e.Name == "AWS_SECRET_ACCESS_KEY" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					return e.ValueFrom.SecretKeyRef.Name
+				}
+			}
+		}
+		return ""
+	}
+	node := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node")).Spec.Template.Spec
+	if got := secretOf(node, "s3-plugin"); got != "s3-data" {
+		t.Errorf("node plugin credentials from %q, want s3-data", got)
+	}
+	if got := secretOf(dep, "s3-csi-controller"); got != "s3-buckets" {
+		t.Errorf("CSI controller credentials from %q, want s3-buckets", got)
+	}
+	_, objs = m.render(t, "--set", "s3.credentials.secretName=s3-data")
+	dep = typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller")).Spec.Template.Spec
+	if got := secretOf(dep, "s3-csi-controller"); got != "s3-data" {
+		t.Errorf("without controllerSecretName, CSI controller credentials from %q, want s3-data", got)
 	}
 }
