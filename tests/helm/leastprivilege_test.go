@@ -355,3 +355,39 @@ func TestControllerSeparation(t *testing.T) {
 		t.Errorf("without controllerSecretName, CSI controller credentials from %q, want s3-data", got)
 	}
 }
+
+// TestSidecarsMountOnlyTheSocket: with node.registration=sidecars, the registrar and the
+// liveness probe (uid 0) mount the directory of the plugin's socket, not the plugin directory
+// with its state and credential files, and the plugin listens where they look.
+func TestSidecarsMountOnlyTheSocket(t *testing.T) {
+	m := modes[2] // mixed: sidecars
+	_, objs := m.render(t)
+	spec := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node")).Spec.Template.Spec
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	sidecars := 0
+	for _, c := range spec.Containers {
+		if c.Name == "s3-plugin" {
+			if got, _ := flagValue(c.Args, "endpoint"); got != "unix:///csi/socket/csi.sock" {
+				t.Errorf("plugin endpoint %q", got)
+			}
+			continue
+		}
+		sidecars++
+		for _, vm := range c.VolumeMounts {
+			if p := hostPaths[vm.Name]; p != "" && p != m.kubeletPath+"/plugins/s3.csi.scality.com/socket/" && p != m.kubeletPath+"/plugins_registry/" {
+				t.Errorf("sidecar %s mounts host path %s", c.Name, p)
+			}
+		}
+		if got, ok := flagValue(c.Args, "kubelet-registration-path"); ok && got != m.kubeletPath+"/plugins/s3.csi.scality.com/socket/csi.sock" {
+			t.Errorf("registration path %q", got)
+		}
+	}
+	if sidecars != 2 {
+		t.Errorf("%d sidecars, want 2", sidecars)
+	}
+}

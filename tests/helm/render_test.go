@@ -168,6 +168,7 @@ func TestModeRendering(t *testing.T) {
 			}
 			if m.sidecars {
 				wantHost["registration-dir"] = m.kubeletPath + "/plugins_registry/"
+				wantHost["socket-dir"] = m.kubeletPath + "/plugins/s3.csi.scality.com/socket/"
 			}
 			if m.systemd {
 				wantHost["systemd-socket-dir"] = path.Dir(m.systemdSocket)
@@ -330,7 +331,11 @@ func TestModeRendering(t *testing.T) {
 			} else if h, _ := flagValue(plugin.Args, "health-address"); h != ":9808" {
 				t.Errorf("s3-plugin --health-address = %q, want :9808 (the healthz port)", h)
 			}
-			if got, _ := flagValue(registrationArgs, "kubelet-registration-path"); got != m.kubeletPath+"/plugins/s3.csi.scality.com/csi.sock" {
+			wantSocket := m.kubeletPath + "/plugins/s3.csi.scality.com/csi.sock"
+			if m.sidecars { // a directory of its own, all the sidecars mount
+				wantSocket = m.kubeletPath + "/plugins/s3.csi.scality.com/socket/csi.sock"
+			}
+			if got, _ := flagValue(registrationArgs, "kubelet-registration-path"); got != wantSocket {
 				t.Errorf("registration path %q does not match the plugin dir", got)
 			}
 			if _, ok := flagValue(plugin.Args, "kubelet-registration-path"); ok == m.sidecars {
