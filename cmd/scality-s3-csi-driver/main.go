@@ -39,6 +39,7 @@ type options struct {
 	nodeID              string
 	mode                string
 	systemdSocket       string
+	credentialsDir      string
 	mountS3Path         string
 	umountPath          string
 	kubeletPath         string
@@ -82,6 +83,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.nodeID, "node-id", os.Getenv("CSI_NODE_NAME"), "node name reported by NodeGetInfo (default $CSI_NODE_NAME)")
 	fs.StringVar(&o.mode, "mode", "node", "which CSI services to serve: node or controller")
 	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")
+	fs.StringVar(&o.credentialsDir, "systemd-credentials-dir", "/run/s3.csi.scality.com", "systemd mount mode: host directory (a tmpfs, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them")
 	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
 	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
 	fs.StringVar(&o.mountPath, "mount-path", "/bin/mount", "host path of mount(8), run by each mount unit to bind mount-s3's mount onto the target (systemd mount mode)")
@@ -130,7 +132,7 @@ func (o *options) validate() error {
 	if o.registrationPath != "" && !filepath.IsAbs(o.registrationPath) {
 		errs = append(errs, fmt.Errorf("--kubelet-registration-path must be an absolute path, not %q", o.registrationPath))
 	}
-	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--mount-path": o.mountPath, "--systemd-socket": o.systemdSocket} {
+	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--mount-path": o.mountPath, "--systemd-socket": o.systemdSocket, "--systemd-credentials-dir": o.credentialsDir} {
 		if !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("%s must be an absolute path, not %q", name, p))
 		}
@@ -234,37 +236,38 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return nodeplugin.Run(ctx, nodeplugin.Config{
-		Endpoint:             o.endpoint,
-		NodeID:               o.nodeID,
-		KubeletPath:          o.kubeletPath,
-		MaxVolumesPerNode:    o.maxVolumesPerNode,
-		S3EndpointURL:        o.s3EndpointURL,
-		S3Region:             o.s3Region,
-		DriverCredentials:    creds,
-		CABundle:             caBundle,
-		DefaultMode:          defaultMode,
-		SystemdSocket:        o.systemdSocket,
-		MountS3Path:          o.mountS3Path,
-		UmountPath:           o.umountPath,
-		MountTimeout:         o.mountTimeout,
-		SystemdTimeout:       o.systemdTimeout,
-		Kube:                 kube,
-		MountpointNamespace:  o.mountpointNamespace,
-		PodSweepInterval:     o.podSweepInterval,
-		APITimeout:           o.apiTimeout,
-		AttachmentWait:       o.attachmentWait,
-		DisablePodMode:       !o.podMounter,
-		DisableSystemdMode:   !o.systemdMounter,
-		HealthAddress:        o.healthAddress,
-		RegistrationEndpoint: o.registrationPath,
-		HealthTimeout:        o.healthTimeout,
-		HealthCheckInterval:  o.healthInterval,
-		HealthProbesPerCheck: probesPerCheck(o.probesPerCheck),
-		RestartPods:          o.restartPods,
-		SecretScope:          o.secretScope,
-		MountPath:            o.mountPath,
-		MetricsAddress:       o.metricsAddress,
-		Profiling:            o.profiling,
+		Endpoint:              o.endpoint,
+		NodeID:                o.nodeID,
+		KubeletPath:           o.kubeletPath,
+		MaxVolumesPerNode:     o.maxVolumesPerNode,
+		S3EndpointURL:         o.s3EndpointURL,
+		S3Region:              o.s3Region,
+		DriverCredentials:     creds,
+		CABundle:              caBundle,
+		DefaultMode:           defaultMode,
+		SystemdSocket:         o.systemdSocket,
+		MountS3Path:           o.mountS3Path,
+		UmountPath:            o.umountPath,
+		MountTimeout:          o.mountTimeout,
+		SystemdTimeout:        o.systemdTimeout,
+		Kube:                  kube,
+		MountpointNamespace:   o.mountpointNamespace,
+		PodSweepInterval:      o.podSweepInterval,
+		APITimeout:            o.apiTimeout,
+		AttachmentWait:        o.attachmentWait,
+		DisablePodMode:        !o.podMounter,
+		DisableSystemdMode:    !o.systemdMounter,
+		HealthAddress:         o.healthAddress,
+		RegistrationEndpoint:  o.registrationPath,
+		HealthTimeout:         o.healthTimeout,
+		HealthCheckInterval:   o.healthInterval,
+		HealthProbesPerCheck:  probesPerCheck(o.probesPerCheck),
+		RestartPods:           o.restartPods,
+		SecretScope:           o.secretScope,
+		SystemdCredentialsDir: o.credentialsDir,
+		MountPath:             o.mountPath,
+		MetricsAddress:        o.metricsAddress,
+		Profiling:             o.profiling,
 	})
 }
 

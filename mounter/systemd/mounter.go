@@ -5,9 +5,10 @@
 // Per mount (the target path determines every name, so a restarted plugin finds its work):
 //   - unit mount-s3-<id>.service, Type=forking: systemd reports the start job done only when
 //     mount-s3's parent exits 0, which it does once the FUSE mount is ready;
-//   - state directory <StateDir>/<id>/ (0700) holding the AWS profile files (0600) the unit
-//     reads through AWS_PROFILE/AWS_CONFIG_FILE/AWS_SHARED_CREDENTIALS_FILE, mount-s3's output
-//     (mount-s3.log, quoted in errors) and a small record of what is mounted;
+//   - state directory <StateDir>/<id>/ (0700) holding mount-s3's output (mount-s3.log, quoted
+//     in errors) and a small record of what is mounted;
+//   - credentials directory <CredentialsDir>/<id>/ (0700, on a tmpfs) holding the AWS profile
+//     files (0600) the unit reads through AWS_PROFILE/AWS_CONFIG_FILE/AWS_SHARED_CREDENTIALS_FILE;
 //   - mount-s3 refuses a mount point that already is one, so it mounts at the staging directory
 //     <StagingDir>/<id>, and the unit binds that onto the target twice (ExecStartPost, see
 //     startRecorded): when one mount at the target is unmounted under the workload, the other
@@ -54,8 +55,12 @@ type Config struct {
 	MountS3Path string
 	// UmountPath is the host path of umount(8).
 	UmountPath string
-	// StateDir holds one directory per mount (credentials, output, record).
+	// StateDir holds one directory per mount (output, record).
 	StateDir string
+	// CredentialsDir holds one directory per mount with its AWS profile files: a tmpfs (/run)
+	// keeps credentials off the node's disk, and a reboot clears them. Empty: the state
+	// directory, as earlier releases did; their mounts keep their files where they are.
+	CredentialsDir string
 	// StagingDir holds one directory per mount at which mount-s3 mounts before the unit binds
 	// that mount onto the target. It must not be inside a directory the node plugin's container
 	// also mounts at another path (the plugin directory, its /csi): the container's copy of a
@@ -130,6 +135,37 @@ func (m *Mounter) Check(ctx context.Context) error {
 
 func (m *Mounter) stateDir(target string) string {
 	return filepath.Join(m.cfg.StateDir, mountID(target))
+}
+
+// credDir is where the credential files of the mount whose state directory is dir go.
+func (m *Mounter) credDir(dir string) string {
+	if m.cfg.CredentialsDir == "" {
+		return dir
+	}
+	return filepath.Join(m.cfg.CredentialsDir, filepath.Base(dir))
+}
+
+// credDirOf is where the live mount recorded in rec (state directory dir) reads its
+// credentials: the state directory for a mount started by an earlier release (its unit's
+// environment names files there), else credDir.
+func (m *Mounter) credDirOf(rec record, dir string) string {
+	for _, kv := range rec.Env {
+		if v, ok := strings.CutPrefix(kv, "AWS_SHARED_CREDENTIALS_FILE="); ok && filepath.Dir(v) == dir {
+			return dir
+		}
+	}
+	return m.credDir(dir)
+}
+
+// writeCredentials writes c's profile files into the directory cd (its parent created when it
+// is the credentials directory) and returns the environment that points mount-s3 at them.
+func (m *Mounter) writeCredentials(cd string, c credentials.Credentials) ([]string, error) {
+	if m.cfg.CredentialsDir != "" && filepath.Dir(cd) == m.cfg.CredentialsDir {
+		if err := os.MkdirAll(m.cfg.CredentialsDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create the credentials directory: %w", err)
+		}
+	}
+	return credentials.WriteProfile(cd, cd, c)
 }
 
 // Mount implements mounter.Mounter. A live mount of the volume only gets its credentials
@@ -226,7 +262,7 @@ func (m *Mounter) remount(ctx context.Context, req mounter.Request, dir string, 
 		klog.InfoS("Mount options changed; they apply from the next mount of this target", "target", req.Target, "volumeID", req.VolumeID)
 	}
 	if req.Credentials != nil {
-		if _, err := credentials.WriteProfile(dir, dir, *req.Credentials); err != nil {
+		if _, err := m.writeCredentials(m.credDirOf(rec, dir), *req.Credentials); err != nil {
 			return fmt.Errorf("refresh credentials: %w", err)
 		}
 		klog.V(4).InfoS("Refreshed credentials of a live mount", "target", req.Target, "volumeID", req.VolumeID)
@@ -261,7 +297,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		env = append(env, "AWS_CA_BUNDLE="+p)
 	}
 	if req.Credentials != nil {
-		credEnv, err := credentials.WriteProfile(dir, dir, *req.Credentials)
+		credEnv, err := m.writeCredentials(m.credDir(dir), *req.Credentials)
 		if err != nil {
 			return fmt.Errorf("write credentials: %w", err)
 		}
@@ -751,9 +787,15 @@ func (m *Mounter) saveRecord(dir string, rec record) error {
 	return nil
 }
 
-// removeState removes a target's state directory (its record with it) and tells the cache.
+// removeState removes a target's state directory (its record with it) and its credentials
+// directory, and tells the cache.
 func (m *Mounter) removeState(dir string) error {
 	defer m.records.drop(dir)
+	if cd := m.credDir(dir); cd != dir {
+		if err := os.RemoveAll(cd); err != nil {
+			return err
+		}
+	}
 	return os.RemoveAll(dir)
 }
 

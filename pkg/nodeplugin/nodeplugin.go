@@ -106,6 +106,9 @@ type Config struct {
 	// RestartPods lets the recovery policy restart-pod delete workload pods (it needs the RBAC
 	// the chart binds with node.restartPods); when false such volumes are repaired only.
 	RestartPods bool
+	// SystemdCredentialsDir is where systemd mode writes each mount's credential files (a
+	// tmpfs); empty: in its state directory.
+	SystemdCredentialsDir string
 	// SecretScope is where a node-publish Secret may live (secretscope.Claim or Any); Claim
 	// without Kube refuses every publish with a node-publish Secret.
 	SecretScope string
@@ -139,10 +142,11 @@ func Run(ctx context.Context, cfg Config) error {
 			MountPath:     cfg.MountPath,
 			StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
 			// Beside the plugin directory, not in it: the container mounts that one at /csi too.
-			StagingDir:   filepath.Join(cfg.KubeletPath, "plugins", version.DriverName+"-staging"),
-			StartTimeout: cfg.MountTimeout,
-			CallTimeout:  cfg.SystemdTimeout,
-			Health:       health,
+			StagingDir:     filepath.Join(cfg.KubeletPath, "plugins", version.DriverName+"-staging"),
+			CredentialsDir: cfg.SystemdCredentialsDir,
+			StartTimeout:   cfg.MountTimeout,
+			CallTimeout:    cfg.SystemdTimeout,
+			Health:         health,
 		})
 		if err != nil {
 			return err

@@ -356,12 +356,13 @@ func testFSGroupReadOnly(t *testing.T, mode string) {
 }
 
 // credentialFiles returns the content of every AWS credentials file the driver wrote on the
-// node for live mounts (systemd mode's state directories, pod mode's comm directories).
+// node for live mounts (systemd mode's credentials directory on /run, pod mode's comm
+// directories).
 func credentialFiles(t *testing.T) string {
 	t.Helper()
 	var all strings.Builder
 	for _, pattern := range []string{
-		filepath.Join(rig.KubeletDir, "plugins", driverName, "systemd", "*", "credentials"),
+		filepath.Join("/run", driverName, "*", "credentials"), // the chart's --systemd-credentials-dir
 		filepath.Join(rig.KubeletDir, "pods", "*", "volumes", "kubernetes.io~empty-dir", "comm", "credentials", "credentials"),
 	} {
 		files, _ := filepath.Glob(pattern)

@@ -37,6 +37,7 @@ func testTenantIsolation(t *testing.T, mode string) {
 		var all []string
 		for _, pattern := range []string{
 			filepath.Join(rig.KubeletDir, "plugins", driverName, "systemd", "*"),
+			filepath.Join("/run", driverName, "*"),
 			filepath.Join(rig.KubeletDir, "pods", "*", "volumes", "kubernetes.io~empty-dir", "comm", "credentials", "credentials"),
 		} {
 			files, _ := filepath.Glob(pattern)

@@ -72,6 +72,11 @@ func (d *Driver) args(t TB) []string {
 	if o.SystemdSocket != "" {
 		args = append(args, "--systemd-socket="+o.SystemdSocket)
 	}
+	// Credential files: beside the fake kubelet directory, not in the machine's /run, so that
+	// suites running at once never share it (CredentialsDir).
+	if !slices.ContainsFunc(o.ExtraArgs, func(a string) bool { return strings.HasPrefix(a, "--systemd-credentials-dir") }) {
+		args = append(args, "--systemd-credentials-dir="+d.CredentialsDir())
+	}
 	// The check of a node-publish secret's namespace reads the volume's PV, which only the
 	// suites with an API server and PVs have (they pass the flag themselves): the others publish
 	// with secrets the way a node plugin started with --node-publish-secret-scope=any does.
@@ -79,6 +84,12 @@ func (d *Driver) args(t TB) []string {
 		args = append(args, "--node-publish-secret-scope=any")
 	}
 	return append(args, o.ExtraArgs...)
+}
+
+// CredentialsDir is where the driver writes systemd-mode credential files (unless ExtraArgs
+// names another): a directory beside the fake kubelet directory.
+func (d *Driver) CredentialsDir() string {
+	return strings.TrimSuffix(d.opts.KubeletDir, "/") + "-credentials"
 }
 
 // env is the driver's environment: nothing inherited, driver credentials only when requested.
@@ -178,6 +189,7 @@ func NewKubeletDir(t TB) string {
 			return
 		}
 		os.RemoveAll(dir)
+		os.RemoveAll(dir + "-credentials") // Driver.CredentialsDir
 	})
 	return dir
 }

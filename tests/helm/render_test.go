@@ -172,6 +172,7 @@ func TestModeRendering(t *testing.T) {
 			}
 			if m.systemd {
 				wantHost["systemd-socket-dir"] = path.Dir(m.systemdSocket)
+				wantHost["credentials-dir"] = "/run/s3.csi.scality.com"
 				wantHost["mount-s3-install-dir"] = map[string]string{"systemd": "/opt/mountpoint-s3-csi/bin/", "mixed": "/opt/s3-csi/bin/"}[m.name]
 			}
 			if diff := cmp.Diff(wantHost, hostPaths(node)); diff != "" {

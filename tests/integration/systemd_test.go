@@ -111,9 +111,13 @@ func TestRepublishRefreshesCredentials(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("mount unit has no main PID")
 	}
-	credFiles, _ := filepath.Glob(filepath.Join(s.stateDir(), "*", "credentials"))
+	credFiles, _ := filepath.Glob(filepath.Join(s.drv.CredentialsDir(), "*", "credentials"))
 	if len(credFiles) != 1 {
 		t.Fatalf("credential files = %v, want one", credFiles)
+	}
+	// Nothing of them in the state directory, on the node's disk.
+	if onDisk, _ := filepath.Glob(filepath.Join(s.stateDir(), "*", "credentials")); len(onDisk) != 0 {
+		t.Errorf("credential files in the state directory: %v", onDisk)
 	}
 	before, _ := os.ReadFile(credFiles[0])
 
@@ -134,6 +138,9 @@ func TestRepublishRefreshesCredentials(t *testing.T) {
 	}
 	s.unpublish(target)
 	s.assertClean(target)
+	if left, _ := os.ReadDir(s.drv.CredentialsDir()); len(left) != 0 {
+		t.Errorf("credentials directory not emptied by the unpublish: %v", left)
+	}
 }
 
 func TestSystemdRestart(t *testing.T) {

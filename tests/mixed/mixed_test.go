@@ -143,7 +143,7 @@ func TestMigrationSystemdToPod(t *testing.T) {
 	n.relabel("pod", mountmode.Pod)
 
 	// A keeps reading and writing; its republish goes to systemd (new credentials are written in
-	// the systemd state directory, the unit's mount-s3 keeps running).
+	// the systemd credentials directory, the unit's mount-s3 keeps running).
 	harness.Must(t, os.WriteFile(filepath.Join(ta, "a-after-relabel"), []byte("a"), 0o644))
 	req := n.publishReq(a, pv, "")
 	req.VolumeContext["authenticationSource"] = "secret"
@@ -151,7 +151,7 @@ func TestMigrationSystemdToPod(t *testing.T) {
 	if _, err := n.drv.Node.NodePublishVolume(context.Background(), req); err != nil {
 		t.Fatalf("republish of A after the relabel: %v", err)
 	}
-	creds, _ := filepathGlobOne(filepath.Join(n.kubelet, "plugins", "s3.csi.scality.com", "systemd", "*", "credentials"))
+	creds, _ := filepathGlobOne(filepath.Join(n.drv.CredentialsDir(), "*", "credentials"))
 	if b, _ := os.ReadFile(creds); !strings.Contains(string(b), "ROTATEDKEY") {
 		t.Errorf("A's credentials were not refreshed through the systemd path")
 	}
