@@ -83,7 +83,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.nodeID, "node-id", os.Getenv("CSI_NODE_NAME"), "node name reported by NodeGetInfo (default $CSI_NODE_NAME)")
 	fs.StringVar(&o.mode, "mode", "node", "which CSI services to serve: node or controller")
 	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")
-	fs.StringVar(&o.credentialsDir, "systemd-credentials-dir", "/run/s3.csi.scality.com", "systemd mount mode: host directory (a tmpfs, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them")
+	fs.StringVar(&o.credentialsDir, "systemd-credentials-dir", "", "systemd mount mode: host directory (a tmpfs such as /run/s3.csi.scality.com, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them; empty: each mount's state directory, as earlier releases (and their charts, which do not mount such a directory) do")
 	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
 	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
 	fs.StringVar(&o.mountPath, "mount-path", "/bin/mount", "host path of mount(8), run by each mount unit to bind mount-s3's mount onto the target (systemd mount mode)")
@@ -132,7 +132,7 @@ func (o *options) validate() error {
 	if o.registrationPath != "" && !filepath.IsAbs(o.registrationPath) {
 		errs = append(errs, fmt.Errorf("--kubelet-registration-path must be an absolute path, not %q", o.registrationPath))
 	}
-	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--mount-path": o.mountPath, "--systemd-socket": o.systemdSocket, "--systemd-credentials-dir": o.credentialsDir} {
+	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--mount-path": o.mountPath, "--systemd-socket": o.systemdSocket} {
 		if !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("%s must be an absolute path, not %q", name, p))
 		}
@@ -145,6 +145,9 @@ func (o *options) validate() error {
 	}
 	if o.s3Region == "" {
 		errs = append(errs, errors.New("--s3-region must not be empty"))
+	}
+	if o.credentialsDir != "" && !filepath.IsAbs(o.credentialsDir) {
+		errs = append(errs, fmt.Errorf("--systemd-credentials-dir must be an absolute path or empty, not %q", o.credentialsDir))
 	}
 	if o.secretScope != secretscope.Claim && o.secretScope != secretscope.Any {
 		errs = append(errs, fmt.Errorf("--node-publish-secret-scope must be %s or %s, not %q", secretscope.Claim, secretscope.Any, o.secretScope))

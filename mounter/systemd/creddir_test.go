@@ -37,6 +37,14 @@ func TestCredentialsDirectory(t *testing.T) {
 	if got := m.credDirOf(earlier, dir); got != dir {
 		t.Errorf("an earlier release's mount refreshes its credentials in %s, want its state directory", got)
 	}
+	elsewhere := record{Env: []string{"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(root, "other-run", filepath.Base(dir), "credentials")}}
+	if got := m.credDirOf(elsewhere, dir); got != filepath.Join(root, "other-run", filepath.Base(dir)) {
+		t.Errorf("a mount whose unit reads its credentials in another directory of its id refreshes them in %s", got)
+	}
+	foreign := record{Env: []string{"AWS_SHARED_CREDENTIALS_FILE=/etc/passwd-dir/credentials"}}
+	if got := m.credDirOf(foreign, dir); got != cd {
+		t.Errorf("a record naming an unrelated directory makes the refresh write to %s", got)
+	}
 	if err := m.removeState(dir); err != nil {
 		t.Fatal(err)
 	}

@@ -146,12 +146,16 @@ func (m *Mounter) credDir(dir string) string {
 }
 
 // credDirOf is where the live mount recorded in rec (state directory dir) reads its
-// credentials: the state directory for a mount started by an earlier release (its unit's
-// environment names files there), else credDir.
+// credentials, so that a refresh reaches it: the directory its unit's environment names when
+// that is the state directory (a mount of an earlier release, or of a plugin run without
+// CredentialsDir) or a directory of the same mount id (a plugin run with another
+// CredentialsDir), else credDir.
 func (m *Mounter) credDirOf(rec record, dir string) string {
 	for _, kv := range rec.Env {
-		if v, ok := strings.CutPrefix(kv, "AWS_SHARED_CREDENTIALS_FILE="); ok && filepath.Dir(v) == dir {
-			return dir
+		if v, ok := strings.CutPrefix(kv, "AWS_SHARED_CREDENTIALS_FILE="); ok {
+			if d := filepath.Dir(v); filepath.IsAbs(d) && (d == dir || filepath.Base(d) == filepath.Base(dir)) {
+				return d
+			}
 		}
 	}
 	return m.credDir(dir)
