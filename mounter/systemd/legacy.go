@@ -22,14 +22,28 @@ type legacyUnit struct {
 // <kubelet>/plugins/s3.csi.scality.com).
 func (m *Mounter) pluginDir() string { return filepath.Dir(m.cfg.StateDir) }
 
-// findLegacyUnit returns the loaded 1.x unit whose mount-s3 mounts target (ok false when there
-// is none: the manager restarted since, or the unit is gone).
+// findLegacyUnit returns the loaded 1.x unit whose mount-s3 mounts target, the active one
+// when there are several (ok false when there is none: the manager restarted since, or the unit
+// is gone).
 func (m *Mounter) findLegacyUnit(ctx context.Context, target string) (u legacyUnit, ok bool, err error) {
+	units, err := m.findLegacyUnits(ctx, target)
+	if err != nil || len(units) == 0 {
+		return legacyUnit{}, false, err
+	}
+	return units[0], true, nil
+}
+
+// findLegacyUnits returns every loaded 1.x unit for target, active ones first. There can be
+// more than one: a 1.x node plugin that gets kubelet's republish of a target it already mounted
+// starts another unit, which fails (the target is a mount point) and stays loaded.
+func (m *Mounter) findLegacyUnits(ctx context.Context, target string) (found []legacyUnit, err error) {
 	err = m.bus.do(ctx, func(ctx context.Context, c dbusConn) error {
+		found = nil
 		units, err := c.ListUnitsByPatternsContext(ctx, nil, []string{legacy.UnitPattern})
 		if err != nil {
 			return fmt.Errorf("list 1.x units: %w", err)
 		}
+		var inactive []legacyUnit
 		for _, unit := range units {
 			if !legacy.IsUnit(unit.Name) {
 				continue
@@ -42,16 +56,20 @@ func (m *Mounter) findLegacyUnit(ctx context.Context, target string) (u legacyUn
 			if len(argv) < 3 || argv[len(argv)-1] != target {
 				continue
 			}
-			u = legacyUnit{Name: unit.Name, Bucket: argv[len(argv)-2]}
+			u := legacyUnit{Name: unit.Name, Bucket: argv[len(argv)-2]}
 			if e, err := c.GetServicePropertyContext(ctx, unit.Name, "Environment"); err == nil {
 				u.Env, _ = e.Value.Value().([]string)
 			}
-			ok = true
-			return nil
+			if unit.ActiveState == "active" {
+				found = append(found, u)
+			} else {
+				inactive = append(inactive, u)
+			}
 		}
+		found = append(found, inactive...)
 		return nil
 	})
-	return u, ok, err
+	return found, err
 }
 
 // execArgv returns the argv of the first command of an ExecStart property (D-Bus

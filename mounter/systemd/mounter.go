@@ -192,10 +192,12 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 		if err == nil && (rec.VolumeID != req.VolumeID || rec.Bucket != req.Bucket) {
 			return fmt.Errorf("%w: %s holds a dead mount of volume %q (bucket %q)", mounter.ErrTargetInUse, req.Target, rec.VolumeID, rec.Bucket)
 		}
-		if errors.Is(err, os.ErrNotExist) { // a dead mount of the 1.x driver: drop its unit and files, then repair as ours
-			if old, found, err := m.findLegacyUnit(ctx, req.Target); err != nil {
+		if errors.Is(err, os.ErrNotExist) { // a dead mount of the 1.x driver: drop its units and files, then repair as ours
+			olds, err := m.findLegacyUnits(ctx, req.Target)
+			if err != nil {
 				return err
-			} else if found {
+			}
+			for _, old := range olds {
 				if err := m.forgetLegacy(ctx, old); err != nil {
 					return err
 				}
@@ -557,10 +559,9 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
-	var old legacyUnit // the 1.x driver's unit, for a mount of its without a record of ours
-	foundOld := false
+	var olds []legacyUnit // the 1.x driver's units, for a mount of its without a record of ours
 	if _, recErr := readRecord(dir); errors.Is(recErr, os.ErrNotExist) && len(r.Ours) > 0 && mounttable.IsMountS3(&r.Ours[0]) {
-		if old, foundOld, err = m.findLegacyUnit(ctx, target); err != nil {
+		if olds, err = m.findLegacyUnits(ctx, target); err != nil {
 			return err
 		}
 	}
@@ -570,7 +571,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
 	}
-	if foundOld {
+	for _, old := range olds {
 		if err := m.forgetLegacy(ctx, old); err != nil {
 			return err
 		}

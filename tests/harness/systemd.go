@@ -223,7 +223,24 @@ func (s *Systemd) Restart() {
 // unit's environment. It waits for the start job.
 func (s *Systemd) RunUnit(name string, props, env []string, argv ...string) {
 	s.t.Helper()
-	args := []string{"--user", "--unit=" + name, "--collect"}
+	if out, err := s.runUnit(name, true, props, env, argv...); err != nil {
+		s.t.Fatalf("systemd-run %s: %v\n%s", name, err, out)
+	}
+}
+
+// RunUnitUncollected is RunUnit for a unit that may fail: it stays loaded after it ends, as
+// the 1.x driver's units do (no CollectMode), and its start's error is returned.
+func (s *Systemd) RunUnitUncollected(name string, props, env []string, argv ...string) error {
+	s.t.Helper()
+	_, err := s.runUnit(name, false, props, env, argv...)
+	return err
+}
+
+func (s *Systemd) runUnit(name string, collect bool, props, env []string, argv ...string) ([]byte, error) {
+	args := []string{"--user", "--unit=" + name}
+	if collect {
+		args = append(args, "--collect")
+	}
 	for _, p := range props {
 		args = append(args, "-p", p)
 	}
@@ -232,9 +249,7 @@ func (s *Systemd) RunUnit(name string, props, env []string, argv ...string) {
 	}
 	cmd := exec.Command("systemd-run", append(args, argv...)...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "XDG_RUNTIME_DIR=" + s.RuntimeDir}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		s.t.Fatalf("systemd-run %s: %v\n%s", name, err, out)
-	}
+	return cmd.CombinedOutput()
 }
 
 // Systemctl runs `systemctl --user ARGS...` against this manager and returns its combined output.

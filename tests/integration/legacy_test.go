@@ -80,12 +80,27 @@ func TestAdoptLegacyMount(t *testing.T) {
 		}
 	}
 
+	// A 1.x node plugin that got kubelet's republish of this mounted target (a rollback
+	// window) started a second unit, which failed and stays loaded: the unpublish removes it too.
+	plugin := filepath.Join(s.kubelet, "plugins", "s3.csi.scality.com")
+	failed := "mount-s3-1.2.0-6f1c2c1e-3b7a-4f0e-9a41-000000000fa1.service"
+	if err := s.sd.RunUnitUncollected(failed, []string{"Type=forking", "Description=Mountpoint for Amazon S3 CSI driver FUSE daemon"},
+		[]string{"AWS_REGION=" + s.s3.Region, "AWS_ENDPOINT_URL=" + s.s3.Endpoint, "AWS_PROFILE=x", "AWS_CONFIG_FILE=" + filepath.Join(plugin, "x-config"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(plugin, "x-credentials")},
+		harness.MountS3(t), "--allow-delete", "--force-path-style", "legacy", target); err == nil {
+		t.Fatal("a second 1.x unit mounted an already mounted target")
+	}
+	if len(s.sd.Units(failed)) != 1 {
+		t.Fatalf("the failed 1.x unit %s is not loaded", failed)
+	}
+
 	s.unpublish(target)
 	if m := harness.MountsBelow(target); len(m) != 0 {
 		t.Errorf("still mounted after unpublish: %v", m)
 	}
-	if u := s.sd.Units(unit); len(u) != 0 {
-		t.Errorf("1.x unit left: %v", u)
+	for _, u := range []string{unit, failed} {
+		if left := s.sd.Units(u); len(left) != 0 {
+			t.Errorf("1.x unit left: %v", left)
+		}
 	}
 	for _, f := range files {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
