@@ -3,6 +3,7 @@ package podcontract
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,10 +54,15 @@ var attachmentIndexes = map[string]func(*crdv2.MountpointS3PodAttachment) []stri
 	},
 }
 
-// IndexAttachments registers every attachment field index on an indexer (a manager's field
-// indexer, or a node plugin's cache).
-func IndexAttachments(ctx context.Context, idx client.FieldIndexer) error {
+// IndexAttachments registers the attachment field indexes named by fields (every one when
+// none is named) on an indexer (a manager's field indexer, or a node plugin's cache). Each
+// index costs memory per distinct value, so a cache of every attachment in the cluster
+// registers only those its owner reads.
+func IndexAttachments(ctx context.Context, idx client.FieldIndexer, fields ...string) error {
 	for field, fn := range attachmentIndexes {
+		if len(fields) > 0 && !slices.Contains(fields, field) {
+			continue
+		}
 		if err := idx.IndexField(ctx, &crdv2.MountpointS3PodAttachment{}, field, func(o client.Object) []string {
 			return fn(o.(*crdv2.MountpointS3PodAttachment))
 		}); err != nil {

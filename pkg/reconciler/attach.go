@@ -88,9 +88,9 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (rec
 	// by something else, e.g. systemd mode, and is left alone).
 	// An attachment of Scality's 2.x (no authentication source) only keeps the workloads 2.x
 	// attached until they end: new ones go to this driver's own key.
-	var newPods []*corev1.Pod
+	var newPods []*workload
 	for uid, pod := range desired {
-		if !attached[uid] && pod.Status.Phase != corev1.PodRunning && !key.Of2x() {
+		if !attached[uid] && pod.Phase != corev1.PodRunning && !key.Of2x() {
 			newPods = append(newPods, pod)
 		}
 	}
@@ -107,7 +107,7 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (rec
 		}
 	}
 	if len(newPods) > 0 {
-		slices.SortFunc(newPods, func(a, b *corev1.Pod) int {
+		slices.SortFunc(newPods, func(a, b *workload) int {
 			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 				return c
 			}
@@ -116,7 +116,7 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (rec
 		mp, err := r.placement(ctx, key, p, pods, newPods)
 		if err != nil {
 			for _, pod := range newPods {
-				r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonMountpointPodFailed, "Mount", "Creating the Mountpoint Pod for PersistentVolume %s failed: %v", key.PVName, err)
+				r.recorder.Eventf(pod.ref(), nil, corev1.EventTypeWarning, ReasonMountpointPodFailed, "Mount", "Creating the Mountpoint Pod for PersistentVolume %s failed: %v", key.PVName, err)
 			}
 			return reconcile.Result{}, err
 		}
@@ -128,7 +128,7 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (rec
 	}
 	if err := r.write(ctx, key, cur, dups, p); err != nil {
 		for _, pod := range newPods {
-			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonAttachmentWriteFailed, "Mount", "Recording the Mountpoint Pod attachment for PersistentVolume %s failed: %v", key.PVName, err)
+			r.recorder.Eventf(pod.ref(), nil, corev1.EventTypeWarning, ReasonAttachmentWriteFailed, "Mount", "Recording the Mountpoint Pod attachment for PersistentVolume %s failed: %v", key.PVName, err)
 		}
 		return reconcile.Result{}, err
 	}
@@ -173,33 +173,28 @@ func (r *Reconciler) attachments(ctx context.Context, key podcontract.Key) (*crd
 // desiredWorkloads returns the key's live workloads by UID: pods using the claim the key's PV is
 // bound to, scheduled on the key's node, not ended, whose own key (fsGroup, ...) is this key
 // (the authentication source aside for a key of Scality's 2.x, which has none).
-func (r *Reconciler) desiredWorkloads(ctx context.Context, key podcontract.Key) (map[string]*corev1.Pod, error) {
+func (r *Reconciler) desiredWorkloads(ctx context.Context, key podcontract.Key) (map[string]*workload, error) {
 	var pv corev1.PersistentVolume
 	if err := r.client.Get(ctx, types.NamespacedName{Name: key.PVName}, &pv); err != nil {
 		if apierrors.IsNotFound(err) {
-			return map[string]*corev1.Pod{}, nil // no PV, no workload can use it
+			return map[string]*workload{}, nil // no PV, no workload can use it
 		}
 		return nil, err
 	}
 	if !isOurs(&pv) || pv.Spec.ClaimRef == nil {
-		return map[string]*corev1.Pod{}, nil
+		return map[string]*workload{}, nil
 	}
 	claim := pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexPodClaim: claim}); err != nil {
-		return nil, err
-	}
-	desired := map[string]*corev1.Pod{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		own := keyFor(pod, &pv)
+	desired := map[string]*workload{}
+	for _, w := range r.workloads.by(ctx, indexWorkloadClaim, claim) {
+		own := keyFor(w, &pv)
 		if key.Of2x() {
 			own.AuthSource = "" // an attachment of Scality's 2.x: its key has no authentication source
 		}
-		if pod.Spec.NodeName != key.NodeName || isEnded(pod) || own != key {
+		if w.NodeName != key.NodeName || w.ended() || own != key {
 			continue
 		}
-		desired[string(pod.UID)] = pod
+		desired[string(w.UID)] = w
 	}
 	return desired, nil
 }
@@ -240,7 +235,7 @@ func (r *Reconciler) shareable(pod *corev1.Pod) bool {
 // placement picks the Mountpoint Pod new workloads join: a shareable one already in the plan,
 // else one an earlier attempt created for any of them but did not record, else a new one named
 // after the first new workload.
-func (r *Reconciler) placement(ctx context.Context, key podcontract.Key, p plan, pods map[string]*corev1.Pod, newPods []*corev1.Pod) (string, error) {
+func (r *Reconciler) placement(ctx context.Context, key podcontract.Key, p plan, pods map[string]*corev1.Pod, newPods []*workload) (string, error) {
 	for _, mp := range slices.Sorted(maps.Keys(p)) {
 		if r.shareable(pods[mp]) {
 			return mp, nil

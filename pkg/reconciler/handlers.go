@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -32,32 +31,47 @@ func (r *Reconciler) enqueueKey(q queue, k podcontract.Key) {
 	q.Add(Request{Key: k})
 }
 
-// enqueueForPod adds what a pod event affects: for a Mountpoint Pod, its housekeeping and the
-// keys of the attachments naming it; for a workload, the keys of its volumes (or a diagnosis
-// request when some cannot be served) and the keys of the attachments recording it.
-func (r *Reconciler) enqueueForPod(ctx context.Context, pod *corev1.Pod, q queue) {
-	if pod.Namespace == r.cfg.MountpointPod.Namespace {
-		if !podcontract.IsMountpointPod(pod) {
-			return
-		}
-		q.Add(Request{MountpointPod: pod.Name})
-		r.enqueueAttachmentsBy(ctx, podcontract.IndexMountpointPod, pod.Name, q)
+// enqueueForMountpointPod adds what a Mountpoint Pod event affects: its housekeeping and the
+// keys of the attachments naming it.
+func (r *Reconciler) enqueueForMountpointPod(ctx context.Context, pod *corev1.Pod, q queue) {
+	if pod.Namespace != r.cfg.MountpointPod.Namespace || !podcontract.IsMountpointPod(pod) {
 		return
 	}
-	if len(claimNames(pod)) == 0 {
+	q.Add(Request{MountpointPod: pod.Name})
+	r.enqueueAttachmentsBy(ctx, podcontract.IndexMountpointPod, pod.Name, q)
+}
+
+// enqueueForWorkload adds what a workload event affects: the keys of its volumes (or a
+// diagnosis request when some cannot be served) and the keys of the attachments recording it.
+func (r *Reconciler) enqueueForWorkload(ctx context.Context, w *workload, q queue) {
+	if len(w.Claims) == 0 {
 		return
 	}
-	keys, problems, err := r.workloadKeys(ctx, pod)
+	keys, problems, err := r.workloadKeys(ctx, w)
 	if err != nil {
-		log.FromContext(ctx).Error(err, "Mapping a workload to its volumes failed", "pod", client.ObjectKeyFromObject(pod).String())
+		log.FromContext(ctx).Error(err, "Mapping a workload to its volumes failed", "pod", w.Namespace+"/"+w.Name)
 	}
 	for _, k := range keys {
 		r.enqueueKey(q, k)
 	}
-	if len(problems) > 0 && !isEnded(pod) {
-		q.Add(Request{Pod: client.ObjectKeyFromObject(pod)})
+	if len(problems) > 0 && !w.ended() {
+		q.Add(Request{Pod: types.NamespacedName{Namespace: w.Namespace, Name: w.Name}})
 	}
-	r.enqueueAttachmentsBy(ctx, podcontract.IndexWorkloadUID, string(pod.UID), q)
+	for _, name := range r.byWorkload.names(string(w.UID)) {
+		var a crdv2.MountpointS3PodAttachment
+		if err := r.client.Get(ctx, types.NamespacedName{Name: name}, &a); err == nil {
+			r.enqueueKey(q, podcontract.KeyOf(&a))
+		}
+	}
+}
+
+// onWorkload handles the workload store's events: an addition or deletion (old nil), or an
+// update that changes what the reconciler acts on (node, phase, deletion).
+func (r *Reconciler) onWorkload(ctx context.Context, old, cur *workload, q queue) {
+	if old != nil && old.NodeName == cur.NodeName && old.Phase == cur.Phase && old.Deleting == cur.Deleting {
+		return
+	}
+	r.enqueueForWorkload(ctx, cur, q)
 }
 
 // enqueueAttachmentsBy adds the keys of the attachments whose index field has value.
@@ -77,29 +91,23 @@ func (r *Reconciler) enqueueAttachmentsBy(ctx context.Context, field, value stri
 // served). Only this claim is looked at, so a pod with many volumes costs O(1) per claim event,
 // not O(volumes): the initial sync stays linear.
 func (r *Reconciler) enqueueForClaim(ctx context.Context, namespace, name string, q queue) {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexPodClaim: namespace + "/" + name}); err != nil {
-		log.FromContext(ctx).Error(err, "Listing pods of a claim failed", "claim", namespace+"/"+name)
-		return
-	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if pod.Spec.NodeName == "" || pod.Namespace == r.cfg.MountpointPod.Namespace {
+	for _, w := range r.workloads.by(ctx, indexWorkloadClaim, namespace+"/"+name) {
+		if w.NodeName == "" {
 			continue
 		}
-		k, p, err := r.volumeKey(ctx, pod, name)
+		k, p, err := r.volumeKey(ctx, w, name)
 		switch {
 		case err != nil:
 			log.FromContext(ctx).Error(err, "Mapping a claim to its volume failed", "claim", namespace+"/"+name)
 		case k != nil:
 			r.enqueueKey(q, *k)
-		case p != nil && !isEnded(pod):
-			q.Add(Request{Pod: client.ObjectKeyFromObject(pod)})
+		case p != nil && !w.ended():
+			q.Add(Request{Pod: types.NamespacedName{Namespace: w.Namespace, Name: w.Name}})
 		}
 	}
 }
 
-// podChanged filters pod updates down to what the reconciler acts on.
+// podChanged filters Mountpoint Pod updates down to what the reconciler acts on.
 func podChanged(old, cur *corev1.Pod) bool {
 	return old.Spec.NodeName != cur.Spec.NodeName || old.Status.Phase != cur.Status.Phase ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
@@ -107,21 +115,23 @@ func podChanged(old, cur *corev1.Pod) bool {
 		old.Annotations[podcontract.AnnotationNoNewWorkload] != cur.Annotations[podcontract.AnnotationNoNewWorkload]
 }
 
-func (r *Reconciler) podHandler() handler.TypedEventHandler[*corev1.Pod, Request] {
+// mountpointPodHandler handles the events of the manager's pod cache (the Mountpoint Pods'
+// namespace).
+func (r *Reconciler) mountpointPodHandler() handler.TypedEventHandler[*corev1.Pod, Request] {
 	return handler.TypedFuncs[*corev1.Pod, Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*corev1.Pod], q queue) {
-			r.enqueueForPod(ctx, e.Object, q)
+			r.enqueueForMountpointPod(ctx, e.Object, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*corev1.Pod], q queue) {
 			if podChanged(e.ObjectOld, e.ObjectNew) {
-				r.enqueueForPod(ctx, e.ObjectNew, q)
+				r.enqueueForMountpointPod(ctx, e.ObjectNew, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*corev1.Pod], q queue) {
-			r.enqueueForPod(ctx, e.Object, q)
+			r.enqueueForMountpointPod(ctx, e.Object, q)
 		},
 		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[*corev1.Pod], q queue) {
-			r.enqueueForPod(ctx, e.Object, q)
+			r.enqueueForMountpointPod(ctx, e.Object, q)
 		},
 	}
 }
@@ -188,13 +198,8 @@ func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*corev1.Node, Reque
 			if e.ObjectOld.Labels[mountmode.Label] == e.ObjectNew.Labels[mountmode.Label] {
 				return
 			}
-			var pods corev1.PodList
-			if err := r.client.List(ctx, &pods, client.MatchingFields{indexPodNode: e.ObjectNew.Name}); err != nil {
-				log.FromContext(ctx).Error(err, "Listing the pods of a relabelled node failed", "node", e.ObjectNew.Name)
-				return
-			}
-			for i := range pods.Items {
-				r.enqueueForPod(ctx, &pods.Items[i], q)
+			for _, w := range r.workloads.onNode(e.ObjectNew.Name) {
+				r.enqueueForWorkload(ctx, w, q)
 			}
 		},
 	}
@@ -213,52 +218,20 @@ func (r *Reconciler) requestHandler() handler.TypedEventHandler[Request, Request
 	}
 }
 
-// stripPod keeps only what the reconciler reads of a pod (volumes' claims, node, fsGroup,
-// phase, identity, labels and annotations), which keeps a cluster-wide pod cache small.
-func stripPod(obj any) (any, error) { return strip(obj, ""), nil }
-
-// stripPodOutside is stripPod that also drops, for pods outside namespace (workloads: the
-// Mountpoint Pods live in namespace), the metadata the reconciler reads only of Mountpoint Pods:
-// labels, annotations, owners, finalizers. A workload's labels and annotations (a
-// last-applied-configuration, say) are often most of what a stripped pod would weigh.
-func stripPodOutside(namespace string) toolscache.TransformFunc {
-	return func(obj any) (any, error) { return strip(obj, namespace), nil }
-}
-
-// strip does stripPod's work; pods outside identityOnlyOutside (when not empty) keep only their
-// identity of their metadata.
-func strip(obj any, identityOnlyOutside string) any {
+// stripPod keeps only what the reconciler reads of a Mountpoint Pod (node, phase, metadata).
+func stripPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
-		return obj
+		return obj, nil
 	}
 	out := &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		Spec:     corev1.PodSpec{NodeName: pod.Spec.NodeName},
-		Status:   corev1.PodStatus{Phase: pod.Status.Phase},
+		TypeMeta:   pod.TypeMeta,
+		ObjectMeta: *pod.ObjectMeta.DeepCopy(),
+		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Status:     corev1.PodStatus{Phase: pod.Status.Phase},
 	}
-	if identityOnlyOutside != "" && pod.Namespace != identityOnlyOutside {
-		out.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp}
-	} else {
-		out.ObjectMeta = *pod.ObjectMeta.DeepCopy()
-		out.ManagedFields = nil
-	}
-	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
-		fs := *sc.FSGroup
-		out.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: &fs}
-	}
-	// Only what claimNames reads is kept: claim references, and the name of each generic
-	// ephemeral volume (its claim is <pod>-<volume>; the template is not needed).
-	for _, v := range pod.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: v.PersistentVolumeClaim.DeepCopy()}})
-		case v.Ephemeral != nil:
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
-		}
-	}
-	return out
+	out.ManagedFields = nil
+	return out, nil
 }
 
 // resyncEvery sends every attachment's key and every Mountpoint Pod to the controller, so a
@@ -300,4 +273,43 @@ func stripNode(obj any) (any, error) {
 		return obj, nil
 	}
 	return &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+}
+
+// stripVolume keeps only what the reconciler reads of a PersistentVolume: its identity, its
+// claim reference and, for this driver's volumes, the CSI source and mount options (another
+// driver's keeps the driver's name only, which says it is not ours).
+func stripVolume(obj any) (any, error) {
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.PersistentVolume{TypeMeta: pv.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: pv.Name, UID: pv.UID, ResourceVersion: pv.ResourceVersion,
+		CreationTimestamp: pv.CreationTimestamp, DeletionTimestamp: pv.DeletionTimestamp}}
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		out.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
+	}
+	if c := pv.Spec.CSI; c != nil {
+		if isOurs(pv) {
+			out.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: c.Driver, VolumeHandle: c.VolumeHandle, VolumeAttributes: c.VolumeAttributes}
+			out.Spec.MountOptions = pv.Spec.MountOptions
+		} else {
+			out.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: c.Driver}
+		}
+	}
+	return out, nil
+}
+
+// stripClaim keeps only what the reconciler reads of a PersistentVolumeClaim: its identity, the
+// volume it is bound to, its StorageClass and its phase.
+func stripClaim(obj any) (any, error) {
+	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.PersistentVolumeClaim{TypeMeta: pvc.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID, ResourceVersion: pvc.ResourceVersion,
+			CreationTimestamp: pvc.CreationTimestamp, DeletionTimestamp: pvc.DeletionTimestamp},
+		Spec:   corev1.PersistentVolumeClaimSpec{VolumeName: pvc.Spec.VolumeName, StorageClassName: pvc.Spec.StorageClassName},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase},
+	}, nil
 }

@@ -17,19 +17,19 @@ func fsGroupOf(pod *corev1.Pod) string {
 	return ""
 }
 
-// keyFor computes the key of a workload pod's volume backed by pv (already known to be this
+// keyFor computes the key of a workload's volume backed by pv (already known to be this
 // driver's). The caller has checked pv's claim.
-func keyFor(pod *corev1.Pod, pv *corev1.PersistentVolume) podcontract.Key {
+func keyFor(w *workload, pv *corev1.PersistentVolume) podcontract.Key {
 	auth := pv.Spec.CSI.VolumeAttributes["authenticationSource"]
 	if auth == "" {
 		auth = "driver"
 	}
 	return podcontract.Key{
-		NodeName:     pod.Spec.NodeName,
+		NodeName:     w.NodeName,
 		PVName:       pv.Name,
 		VolumeID:     pv.Spec.CSI.VolumeHandle,
 		MountOptions: strings.Join(pv.Spec.MountOptions, ","),
-		FSGroup:      fsGroupOf(pod),
+		FSGroup:      w.FSGroup,
 		AuthSource:   auth,
 	}
 }

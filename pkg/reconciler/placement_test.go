@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -20,8 +19,8 @@ import (
 func TestPlacementAdoptsAnUnrecordedMountpointPod(t *testing.T) {
 	key := podcontract.Key{NodeName: "node-1", PVName: "pv-1", VolumeID: "bucket"}
 	cfg := Config{MountpointPod: MountpointPodConfig{Namespace: "mount-s3", DriverVersion: "v1"}}
-	w1 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "ns", UID: "uid-1"}}
-	w2 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w2", Namespace: "ns", UID: "uid-2"}}
+	w1 := &workload{Name: "w1", Namespace: "ns", UID: "uid-1"}
+	w2 := &workload{Name: "w2", Namespace: "ns", UID: "uid-2"}
 	for _, tc := range []struct {
 		name     string
 		existing *corev1.Pod // left by the earlier attempt
@@ -47,7 +46,7 @@ func TestPlacementAdoptsAnUnrecordedMountpointPod(t *testing.T) {
 			}
 			c := b.Build()
 			r := &Reconciler{client: c, apiReader: c, cfg: cfg, metrics: newMetrics(c, "mount-s3")}
-			got, err := r.placement(context.Background(), key, plan{}, map[string]*corev1.Pod{}, []*corev1.Pod{w1, w2})
+			got, err := r.placement(context.Background(), key, plan{}, map[string]*corev1.Pod{}, []*workload{w1, w2})
 			if err != nil {
 				t.Fatal(err)
 			}

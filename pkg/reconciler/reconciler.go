@@ -46,11 +46,13 @@ type Config struct {
 
 // Reconciler implements reconcile.TypedReconciler[Request].
 type Reconciler struct {
-	client    client.Client // cached reads, writes
-	apiReader client.Reader // uncached reads, for the rare "is it really gone?" question
-	recorder  events.EventRecorder
-	cfg       Config
-	metrics   *metrics
+	client     client.Client        // cached reads (Mountpoint Pods, claims, volumes, nodes, attachments), writes
+	workloads  *workloadStore       // workload pods
+	byWorkload *workloadAttachments // the attachments recording each workload
+	apiReader  client.Reader        // uncached reads, for the rare "is it really gone?" question
+	recorder   events.EventRecorder
+	cfg        Config
+	metrics    *metrics
 
 	overlay overlay
 	expect  podExpectations
@@ -158,27 +160,22 @@ const raceRetry = 100 * time.Millisecond
 // problem is a reason a workload volume cannot be served yet.
 type problem struct{ reason, message string }
 
-// isEnded reports whether a workload pod no longer needs its volumes served.
-func isEnded(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
 // isOurs reports whether pv is a CSI volume of this driver.
 func isOurs(pv *corev1.PersistentVolume) bool {
 	return pv.Spec.CSI != nil && pv.Spec.CSI.Driver == version.DriverName
 }
 
-// workloadKeys returns the sharing keys of pod's volumes that this driver serves, and the
+// workloadKeys returns the sharing keys of w's volumes that this driver serves, and the
 // problems that keep other volumes of this driver from being served. Only the cache is read.
-// Pods in the Mountpoint namespace and unscheduled pods have no keys.
-func (r *Reconciler) workloadKeys(ctx context.Context, pod *corev1.Pod) ([]podcontract.Key, []problem, error) {
-	if pod.Namespace == r.cfg.MountpointPod.Namespace || pod.Spec.NodeName == "" {
+// Unscheduled pods have no keys.
+func (r *Reconciler) workloadKeys(ctx context.Context, w *workload) ([]podcontract.Key, []problem, error) {
+	if w.NodeName == "" {
 		return nil, nil, nil
 	}
 	var keys []podcontract.Key
 	var problems []problem
-	for _, claim := range claimNames(pod) {
-		k, p, err := r.volumeKey(ctx, pod, claim)
+	for _, claim := range w.Claims {
+		k, p, err := r.volumeKey(ctx, w, claim)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -192,11 +189,11 @@ func (r *Reconciler) workloadKeys(ctx context.Context, pod *corev1.Pod) ([]podco
 	return keys, problems, nil
 }
 
-// volumeKey resolves one PVC of pod to its key, or to a problem when the volume is this
+// volumeKey resolves one PVC of w to its key, or to a problem when the volume is this
 // driver's but cannot be served yet, or to neither when it is not this driver's.
-func (r *Reconciler) volumeKey(ctx context.Context, pod *corev1.Pod, claim string) (*podcontract.Key, *problem, error) {
+func (r *Reconciler) volumeKey(ctx context.Context, w *workload, claim string) (*podcontract.Key, *problem, error) {
 	var pvc corev1.PersistentVolumeClaim
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: claim}, &pvc); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: claim}, &pvc); err != nil {
 		return nil, nil, client.IgnoreNotFound(err)
 	}
 	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
@@ -232,7 +229,7 @@ func (r *Reconciler) volumeKey(ctx context.Context, pod *corev1.Pod, claim strin
 	if pv.Spec.CSI.VolumeHandle == "" {
 		return nil, &problem{ReasonVolumeMisconfigured, fmt.Sprintf("PersistentVolume %s has no volumeHandle", pv.Name)}, nil
 	}
-	k := keyFor(pod, &pv)
+	k := keyFor(w, &pv)
 	return &k, nil, nil
 }
 
@@ -252,20 +249,17 @@ func (r *Reconciler) claimIsOurs(ctx context.Context, pvc *corev1.PersistentVolu
 
 // diagnoseWorkload reports, as events on the pod, why some of its volumes cannot be served.
 func (r *Reconciler) diagnoseWorkload(ctx context.Context, nn types.NamespacedName) error {
-	var pod corev1.Pod
-	if err := r.client.Get(ctx, nn, &pod); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if isEnded(&pod) {
+	w, ok := r.workloads.get(nn)
+	if !ok || w.ended() {
 		return nil
 	}
-	_, problems, err := r.workloadKeys(ctx, &pod)
+	_, problems, err := r.workloadKeys(ctx, w)
 	if err != nil {
 		return err
 	}
 	for _, p := range problems {
 		log.FromContext(ctx).Info("Workload volume cannot be served yet", "pod", nn.String(), "reason", p.reason, "message", p.message)
-		r.recorder.Eventf(&pod, nil, corev1.EventTypeWarning, p.reason, "Mount", "%s", p.message)
+		r.recorder.Eventf(w.ref(), nil, corev1.EventTypeWarning, p.reason, "Mount", "%s", p.message)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
@@ -103,11 +104,12 @@ func TestClaimNames(t *testing.T) {
 	}
 }
 
-func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
+func TestWorkloadKeepsWhatTheReconcilerReads(t *testing.T) {
 	now := metav1.Now()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", DeletionTimestamp: &now, Labels: map[string]string{"l": "v"},
-			Annotations: map[string]string{podcontract.AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "9", CreationTimestamp: now, DeletionTimestamp: &now,
+			Labels: map[string]string{"l": "v"}, Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+			OwnerReferences: []metav1.OwnerReference{{Name: "rs"}}, Finalizers: []string{"f"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
 		Spec: corev1.PodSpec{
 			NodeName:        "node",
 			SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](5), RunAsUser: ptr.To[int64](7)},
@@ -121,43 +123,51 @@ func TestStripPodKeepsWhatTheReconcilerReads(t *testing.T) {
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"}}},
 	}
-	out, _ := stripPod(pod)
-	p := out.(*corev1.Pod)
-	if p.Spec.NodeName != "node" || *p.Spec.SecurityContext.FSGroup != 5 || p.Status.Phase != corev1.PodRunning ||
-		p.UID != "u" || p.DeletionTimestamp == nil || p.Annotations[podcontract.AnnotationNeedsUnmount] != "true" || p.Labels["l"] != "v" {
-		t.Errorf("lost a field the reconciler reads: %+v", p)
+	out, err := toWorkload(pod)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := claimNames(p); !slices.Equal(got, []string{"c1", "p-scratch"}) {
-		t.Errorf("claims of the stripped pod = %v, want c1 and the ephemeral volume's p-scratch", got)
+	w := out.(*workload)
+	if w.Name != "p" || w.Namespace != "ns" || w.UID != "u" || w.ResourceVersion != "9" || w.CreationTimestamp.IsZero() || !w.Deleting ||
+		w.NodeName != "node" || w.FSGroup != "5" || w.Phase != corev1.PodRunning || !w.ended() {
+		t.Errorf("lost a field the reconciler reads: %+v", w)
 	}
-	if len(p.Spec.Volumes) != 2 || p.Spec.Volumes[1].Ephemeral == nil || p.Spec.Volumes[1].Ephemeral.VolumeClaimTemplate != nil {
-		t.Errorf("volumes = %+v, want the claim and the ephemeral volume without its template", p.Spec.Volumes)
+	if !slices.Equal(w.Claims, []string{"c1", "p-scratch"}) {
+		t.Errorf("claims = %v, want c1 and the ephemeral volume's p-scratch", w.Claims)
 	}
-	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 0 || p.ManagedFields != nil || p.Spec.SecurityContext.RunAsUser != nil {
-		t.Errorf("kept fields the reconciler never reads: %+v", p)
+	if key, err := toolscache.MetaNamespaceKeyFunc(w); err != nil || key != "ns/p" {
+		t.Errorf("the informer's key of a workload = %q, %v; want ns/p", key, err)
 	}
-	if pod.Spec.Containers == nil {
-		t.Error("stripPod modified its input")
+	// An object the informer already transformed (inside a DeletedFinalStateUnknown) passes as is.
+	if again, _ := toWorkload(w); again != w {
+		t.Error("toWorkload changed a workload")
+	}
+	if ref := w.ref(); ref.Kind != "Pod" || ref.Name != "p" || ref.Namespace != "ns" || ref.UID != "u" {
+		t.Errorf("event reference = %+v", ref)
+	}
+	c := w.DeepCopyObject().(*workload)
+	c.Claims[0], c.Deleting = "x", false
+	if w.Claims[0] != "c1" || !w.Deleting {
+		t.Error("DeepCopyObject shares state with its source")
 	}
 }
 
-func TestWorkloadPodsKeepOnlyTheirIdentity(t *testing.T) {
-	now := metav1.Now()
-	meta := metav1.ObjectMeta{Name: "p", Namespace: "team", UID: "u", ResourceVersion: "9", CreationTimestamp: now, DeletionTimestamp: &now,
-		Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
-		OwnerReferences: []metav1.OwnerReference{{Name: "rs"}}, Finalizers: []string{"f"}}
-	strip := stripPodOutside("mount-s3")
-	out, _ := strip(&corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{NodeName: "n"}})
+func TestStripMountpointPod(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "mp", Namespace: "mount-s3", Labels: map[string]string{"l": "v"},
+			Annotations: map[string]string{podcontract.AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec:   corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "mountpoint"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"}}},
+	}
+	out, _ := stripPod(pod)
 	p := out.(*corev1.Pod)
-	if p.Name != "p" || p.Namespace != "team" || p.UID != "u" || p.ResourceVersion != "9" || p.DeletionTimestamp == nil || p.CreationTimestamp.IsZero() || p.Spec.NodeName != "n" {
-		t.Errorf("lost a workload's identity: %+v", p.ObjectMeta)
+	if p.Spec.NodeName != "node" || p.Status.Phase != corev1.PodRunning || p.Labels["l"] != "v" || p.Annotations[podcontract.AnnotationNeedsUnmount] != "true" {
+		t.Errorf("lost a field the reconciler reads: %+v", p)
 	}
-	if p.Labels != nil || p.Annotations != nil || p.OwnerReferences != nil || p.Finalizers != nil {
-		t.Errorf("kept a workload's metadata the reconciler never reads: %+v", p.ObjectMeta)
+	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 0 || p.ManagedFields != nil {
+		t.Errorf("kept fields the reconciler never reads: %+v", p)
 	}
-	meta.Namespace = "mount-s3"
-	out, _ = strip(&corev1.Pod{ObjectMeta: meta})
-	if p := out.(*corev1.Pod); p.Labels["app"] != "x" || p.Annotations == nil {
-		t.Errorf("a pod in the Mountpoint Pods' namespace lost its labels or annotations: %+v", p.ObjectMeta)
+	if pod.Spec.Containers == nil || pod.ManagedFields == nil {
+		t.Error("stripPod modified its input")
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -28,14 +31,17 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // CacheOptions returns the cache options the controller's manager must use, given the Mountpoint
-// Pods' namespace: pods are stripped to what the reconciler reads (workloads' metadata to their
-// identity), and managed fields are dropped from everything.
+// Pods' namespace: the manager caches the pods of that namespace only (the Mountpoint Pods),
+// stripped to what the reconciler reads; workload pods are in the reconciler's own compact
+// store (workloadStore). Managed fields are dropped from everything.
 func CacheOptions(mountpointNamespace string) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:  {Transform: stripPodOutside(mountpointNamespace)},
-			&corev1.Node{}: {Transform: stripNode},
+			&corev1.Pod{}:                   {Namespaces: map[string]cache.Config{mountpointNamespace: {}}, Transform: stripPod},
+			&corev1.Node{}:                  {Transform: stripNode},
+			&corev1.PersistentVolume{}:      {Transform: stripVolume},
+			&corev1.PersistentVolumeClaim{}: {Transform: stripClaim},
 		},
 	}
 }
@@ -55,18 +61,42 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg Config, opts Options) (
 	if cfg.MountpointPod.Namespace == "" || cfg.MountpointPod.Image == "" {
 		return nil, fmt.Errorf("reconciler: Mountpoint Pod namespace and image are required")
 	}
-	if err := podcontract.IndexAttachments(ctx, mgr.GetFieldIndexer()); err != nil {
+	// Workload pods are listed and watched as protobuf: half the bytes of JSON to decode.
+	pb := rest.CopyConfig(mgr.GetConfig())
+	pb.ContentType = runtime.ContentTypeProtobuf
+	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := kubernetes.NewForConfig(pb)
+	if err != nil {
 		return nil, err
 	}
-	if err := indexPods(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("index pods: %w", err)
+	// The attachments' workload UIDs are indexed by workloadAttachments, not a field index: one
+	// set per workload would cost more than the workloads themselves.
+	if err := podcontract.IndexAttachments(ctx, mgr.GetFieldIndexer(), podcontract.IndexKey, podcontract.IndexPVName, podcontract.IndexMountpointPod); err != nil {
+		return nil, err
+	}
+	workloads, err := newWorkloadStore(cs, cfg.MountpointPod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(workloads); err != nil {
+		return nil, err
+	}
+	byWorkload := newWorkloadAttachments()
+	attInformer, err := mgr.GetCache().GetInformer(ctx, &crdv2.MountpointS3PodAttachment{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := attInformer.AddEventHandler(byWorkload.handler()); err != nil {
+		return nil, err
 	}
 	r := &Reconciler{
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder("scality-csi-controller"),
-		cfg:       cfg,
-		metrics:   newMetrics(mgr.GetCache(), cfg.MountpointPod.Namespace),
+		workloads:  workloads,
+		byWorkload: byWorkload,
+		client:     mgr.GetClient(),
+		apiReader:  mgr.GetAPIReader(),
+		recorder:   mgr.GetEventRecorder("scality-csi-controller"),
+		cfg:        cfg,
+		metrics:    newMetrics(mgr.GetCache(), cfg.MountpointPod.Namespace),
 	}
 	if err := r.metrics.register(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
@@ -80,7 +110,8 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg Config, opts Options) (
 	}
 	resync := make(chan event.TypedGenericEvent[Request], 1024)
 	for _, src := range []source.TypedSource[Request]{
-		source.TypedKind(mgr.GetCache(), &corev1.Pod{}, r.podHandler()),
+		source.TypedKind(mgr.GetCache(), &corev1.Pod{}, r.mountpointPodHandler()),
+		workloadSource{store: workloads, handle: r.onWorkload},
 		source.TypedKind(mgr.GetCache(), &corev1.PersistentVolumeClaim{}, r.claimHandler()),
 		source.TypedKind(mgr.GetCache(), &corev1.PersistentVolume{}, r.volumeHandler()),
 		source.TypedKind(mgr.GetCache(), &crdv2.MountpointS3PodAttachment{}, r.attachmentHandler()),
