@@ -72,7 +72,9 @@ type execCommand struct {
 	IgnoreFailure bool
 }
 
-func execProperty(name string, argvs ...[]string) sd.Property {
+// ExecProperty is the property name (ExecStart, ExecStartPre, ...) running each argv in turn
+// (argv[0] is the program), none of whose failures is ignored.
+func ExecProperty(name string, argvs ...[]string) sd.Property {
 	cmds := make([]execCommand, 0, len(argvs))
 	for _, a := range argvs {
 		cmds = append(cmds, execCommand{Path: a[0], Args: a})
@@ -94,7 +96,7 @@ func (u unitSpec) properties() []sd.Property {
 	props := []sd.Property{
 		sd.PropDescription(u.description),
 		sd.PropType(u.kind),
-		execProperty("ExecStart", append([][]string{u.argv}, u.more...)...),
+		ExecProperty("ExecStart", append([][]string{u.argv}, u.more...)...),
 		{Name: "Environment", Value: dbus.MakeVariant(env)},
 		{Name: "UnsetEnvironment", Value: dbus.MakeVariant(unset)},
 		{Name: "StandardInput", Value: dbus.MakeVariant("null")},
@@ -106,10 +108,10 @@ func (u unitSpec) properties() []sd.Property {
 	}
 	props = append(props, Sandbox()...)
 	if len(u.pre) > 0 {
-		props = append(props, execProperty("ExecStartPre", u.pre...))
+		props = append(props, ExecProperty("ExecStartPre", u.pre...))
 	}
 	if len(u.post) > 0 {
-		props = append(props, execProperty("ExecStartPost", u.post...))
+		props = append(props, ExecProperty("ExecStartPost", u.post...))
 	}
 	if u.kind == "forking" {
 		// Give mount-s3 time to flush when the unit is stopped; its FUSE mount is already

@@ -184,13 +184,9 @@ func standinCmd(b *testing.B, s3 *harness.S3Server, args ...string) *exec.Cmd {
 // timeUnit starts a transient oneshot unit running cmds one after the other over conn and
 // returns the time until its start job ended; a job that fails is a benchmark error.
 func timeUnit(b *testing.B, conn *sdbus.Conn, name string, cmds [][]string) time.Duration {
-	var execs []execStart
-	for _, c := range cmds {
-		execs = append(execs, execStart{Path: c[0], Args: c})
-	}
 	props := []sdbus.Property{
 		sdbus.PropType("oneshot"),
-		{Name: "ExecStart", Value: dbus.MakeVariant(execs)},
+		systemd.ExecProperty("ExecStart", cmds...),
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 	}
 	ch := make(chan string, 1)
@@ -203,13 +199,6 @@ func timeUnit(b *testing.B, conn *sdbus.Conn, name string, cmds [][]string) time
 		b.Errorf("unit %s: job %s", name, res)
 	}
 	return time.Since(t0)
-}
-
-// execStart is one command of a unit's ExecStart property (D-Bus signature (sasb)).
-type execStart struct {
-	Path        string
-	Args        []string
-	Uncleanfail bool
 }
 
 // systemdFloor measures what the systemd manager itself costs per transient unit, with no

@@ -74,16 +74,21 @@ func (d *Driver) args(t TB) []string {
 	}
 	// Credential files: beside the fake kubelet directory, not in the machine's /run, so that
 	// suites running at once never share it (CredentialsDir).
-	if !slices.ContainsFunc(o.ExtraArgs, func(a string) bool { return strings.HasPrefix(a, "--systemd-credentials-dir") }) {
+	if !hasFlag(o.ExtraArgs, "--systemd-credentials-dir") {
 		args = append(args, "--systemd-credentials-dir="+d.CredentialsDir())
 	}
 	// The check of a node-publish secret's namespace reads the volume's PV, which only the
 	// suites with an API server and PVs have (they pass the flag themselves): the others publish
 	// with secrets the way a node plugin started with --node-publish-secret-scope=any does.
-	if !slices.ContainsFunc(o.ExtraArgs, func(a string) bool { return strings.HasPrefix(a, "--node-publish-secret-scope") }) {
+	if !hasFlag(o.ExtraArgs, "--node-publish-secret-scope") {
 		args = append(args, "--node-publish-secret-scope=any")
 	}
 	return append(args, o.ExtraArgs...)
+}
+
+// hasFlag reports whether args set flag (as --flag=value or --flag value).
+func hasFlag(args []string, flag string) bool {
+	return slices.ContainsFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
 }
 
 // CredentialsDir is where the driver writes systemd-mode credential files (unless ExtraArgs

@@ -73,14 +73,9 @@ stat -c 'umask-file-mode %%a' own
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	type execCmd struct {
-		Path          string
-		Args          []string
-		IgnoreFailure bool
-	}
 	props := append([]sd.Property{
 		sd.PropType("oneshot"),
-		{Name: "ExecStart", Value: dbus.MakeVariant([]execCmd{{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", script}}})},
+		systemd.ExecProperty("ExecStart", []string{"/bin/sh", "-c", script}),
 		{Name: "StandardOutputFile", Value: dbus.MakeVariant(log)},
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 	}, systemd.Sandbox()...)
