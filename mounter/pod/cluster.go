@@ -69,7 +69,7 @@ func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string, a
 	}
 	onNode := fields.OneTermEqualSelector("spec.nodeName", node)
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Namespaces: map[string]cache.Config{namespace: {}}, Field: onNode},
+		&corev1.Pod{}: {Namespaces: map[string]cache.Config{namespace: {}}, Field: onNode, Transform: podcontract.StripMountpointPod},
 	}
 	var probe crdv2.MountpointS3PodAttachmentList
 	switch err := api.List(ctx, &probe, client.MatchingFieldsSelector{Selector: onNode}, client.Limit(1)); {
@@ -84,7 +84,7 @@ func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string, a
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
-	if err := podcontract.IndexAttachments(ctx, c); err != nil {
+	if err := podcontract.IndexAttachments(ctx, c, podcontract.IndexWorkloadUID); err != nil {
 		return nil, err
 	}
 	return &Cluster{node: node, namespace: namespace, cache: c, api: api, changed: make(chan struct{}), attachmentWait: attachmentWait}, nil

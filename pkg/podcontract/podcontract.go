@@ -109,3 +109,22 @@ func IsMountpointPod(pod *corev1.Pod) bool {
 // MountpointPodLabel is the label every Mountpoint Pod of either kind carries: list them with
 // client.HasLabels{MountpointPodLabel}.
 const MountpointPodLabel = LabelDriverVersion
+
+// StripMountpointPod is an informer transform keeping of a Mountpoint Pod what the controller
+// and the node plugin read from their caches: its metadata (without managed fields), node and
+// phase. The containers, volumes, conditions and container statuses go: they are most of a
+// pod's weight, and whoever needs them (a diagnosis) reads the pod from the API server.
+func StripMountpointPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		TypeMeta:   pod.TypeMeta,
+		ObjectMeta: pod.ObjectMeta,
+		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
+		Status:     corev1.PodStatus{Phase: pod.Status.Phase},
+	}
+	out.ManagedFields = nil
+	return out, nil
+}

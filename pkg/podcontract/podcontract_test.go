@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 )
 
@@ -99,5 +102,24 @@ func TestAttachmentIndexes(t *testing.T) {
 func TestCommHostPath(t *testing.T) {
 	if got, want := CommHostPath("/var/lib/kubelet", "uid-1"), "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/comm"; got != want {
 		t.Errorf("CommHostPath = %s, want %s", got, want)
+	}
+}
+func TestStripMountpointPod(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "mp", Namespace: "mount-s3", Labels: map[string]string{"l": "v"},
+			Annotations: map[string]string{AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec:   corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "mountpoint"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"}}},
+	}
+	out, _ := StripMountpointPod(pod)
+	p := out.(*corev1.Pod)
+	if p.Spec.NodeName != "node" || p.Status.Phase != corev1.PodRunning || p.Labels["l"] != "v" || p.Annotations[AnnotationNeedsUnmount] != "true" {
+		t.Errorf("lost a field the reconciler reads: %+v", p)
+	}
+	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 0 || p.ManagedFields != nil {
+		t.Errorf("kept fields the reconciler never reads: %+v", p)
+	}
+	if pod.Spec.Containers == nil || pod.ManagedFields == nil {
+		t.Error("StripMountpointPod modified its input")
 	}
 }

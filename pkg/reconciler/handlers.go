@@ -218,22 +218,6 @@ func (r *Reconciler) requestHandler() handler.TypedEventHandler[Request, Request
 	}
 }
 
-// stripPod keeps only what the reconciler reads of a Mountpoint Pod (node, phase, metadata).
-func stripPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	out := &corev1.Pod{
-		TypeMeta:   pod.TypeMeta,
-		ObjectMeta: *pod.ObjectMeta.DeepCopy(),
-		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
-		Status:     corev1.PodStatus{Phase: pod.Status.Phase},
-	}
-	out.ManagedFields = nil
-	return out, nil
-}
-
 // resyncEvery sends every attachment's key and every Mountpoint Pod to the controller, so a
 // missed event (a pod deleted while the controller was down, an orphaned Mountpoint Pod) is
 // caught up with: this is the stale-attachment cleaner.

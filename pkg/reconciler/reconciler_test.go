@@ -151,23 +151,3 @@ func TestWorkloadKeepsWhatTheReconcilerReads(t *testing.T) {
 		t.Error("DeepCopyObject shares state with its source")
 	}
 }
-
-func TestStripMountpointPod(t *testing.T) {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "mp", Namespace: "mount-s3", Labels: map[string]string{"l": "v"},
-			Annotations: map[string]string{podcontract.AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
-		Spec:   corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "mountpoint"}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"}}},
-	}
-	out, _ := stripPod(pod)
-	p := out.(*corev1.Pod)
-	if p.Spec.NodeName != "node" || p.Status.Phase != corev1.PodRunning || p.Labels["l"] != "v" || p.Annotations[podcontract.AnnotationNeedsUnmount] != "true" {
-		t.Errorf("lost a field the reconciler reads: %+v", p)
-	}
-	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 0 || p.ManagedFields != nil {
-		t.Errorf("kept fields the reconciler never reads: %+v", p)
-	}
-	if pod.Spec.Containers == nil || pod.ManagedFields == nil {
-		t.Error("stripPod modified its input")
-	}
-}

@@ -38,7 +38,7 @@ func CacheOptions(mountpointNamespace string) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                   {Namespaces: map[string]cache.Config{mountpointNamespace: {}}, Transform: stripPod},
+			&corev1.Pod{}:                   {Namespaces: map[string]cache.Config{mountpointNamespace: {}}, Transform: podcontract.StripMountpointPod},
 			&corev1.Node{}:                  {Transform: stripNode},
 			&corev1.PersistentVolume{}:      {Transform: stripVolume},
 			&corev1.PersistentVolumeClaim{}: {Transform: stripClaim},
