@@ -26,6 +26,7 @@ import (
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
+	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -39,6 +40,10 @@ type options struct {
 	tolerations        string
 	serviceAccount     string
 	pullSecrets        string
+	cpuRequest         string
+	cpuLimit           string
+	memoryRequest      string
+	memoryLimit        string
 	batchWindow        time.Duration
 	pprofAddress       string
 	resyncInterval     time.Duration
@@ -63,6 +68,10 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tolerations, "mountpoint-tolerations", "", `tolerations of the Mountpoint Pods as a JSON list, e.g. [{"key":"dedicated","operator":"Exists"}] (none when empty)`)
 	fs.StringVar(&o.serviceAccount, "mountpoint-service-account", "", "service account of the Mountpoint Pods (the namespace default when empty; its token is never mounted)")
 	fs.StringVar(&o.pullSecrets, "mountpoint-image-pull-secrets", "", "comma-separated names of Secrets in the Mountpoint Pod namespace used to pull the Mountpoint Pods' image (none when empty)")
+	fs.StringVar(&o.cpuRequest, "mountpoint-cpu-request", "", "CPU request of a Mountpoint Pod's container, a Kubernetes quantity such as 50m (none when empty); a volume's mountpointCPURequest attribute overrides it")
+	fs.StringVar(&o.cpuLimit, "mountpoint-cpu-limit", "", "CPU limit of a Mountpoint Pod's container (none when empty); a volume's mountpointCPULimit attribute overrides it")
+	fs.StringVar(&o.memoryRequest, "mountpoint-memory-request", "", "memory request of a Mountpoint Pod's container, a Kubernetes quantity such as 128Mi (none when empty); a volume's mountpointMemoryRequest attribute overrides it")
+	fs.StringVar(&o.memoryLimit, "mountpoint-memory-limit", "", "memory limit of a Mountpoint Pod's container (none when empty): mount-s3 is OOM-killed above it and the node repairs the mount; a volume's mountpointMemoryLimit attribute overrides it")
 	fs.DurationVar(&o.batchWindow, "batch-window", time.Second, "events for a volume on a node reconciled less than this long ago wait for the rest of the window, so a burst of workloads costs one write")
 	fs.DurationVar(&o.resyncInterval, "resync-interval", 2*time.Minute, "how often every attachment and Mountpoint Pod is checked again (stale-attachment cleaner)")
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", time.Minute, "age at which a Mountpoint Pod no attachment references is retired")
@@ -109,6 +118,37 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 		}
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
 	}
+	var res corev1.ResourceRequirements
+	for _, f := range []struct {
+		flag, value string
+		name        corev1.ResourceName
+		limit       bool
+	}{
+		{"--mountpoint-cpu-request", o.cpuRequest, corev1.ResourceCPU, false},
+		{"--mountpoint-cpu-limit", o.cpuLimit, corev1.ResourceCPU, true},
+		{"--mountpoint-memory-request", o.memoryRequest, corev1.ResourceMemory, false},
+		{"--mountpoint-memory-limit", o.memoryLimit, corev1.ResourceMemory, true},
+	} {
+		if f.value == "" {
+			continue
+		}
+		q, err := mountresources.Parse(f.flag, f.value)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		list := &res.Requests
+		if f.limit {
+			list = &res.Limits
+		}
+		if *list == nil {
+			*list = corev1.ResourceList{}
+		}
+		(*list)[f.name] = q
+	}
+	if err := mountresources.Check(res); err != nil {
+		errs = append(errs, fmt.Errorf("--mountpoint-*-request/limit: %w", err))
+	}
 	defaultMode, err := mountmode.Parse(o.defaultMounter)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
@@ -123,7 +163,7 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 		MountpointPod: reconciler.MountpointPodConfig{
 			Namespace: o.namespace, Image: o.image, Command: []string{o.command}, ImagePullPolicy: policy,
 			PriorityClassName: o.priorityClass, Tolerations: tolerations, ServiceAccountName: o.serviceAccount,
-			ImagePullSecrets: pullSecrets, DriverVersion: version.Version,
+			ImagePullSecrets: pullSecrets, DriverVersion: version.Version, Resources: res,
 		},
 		BatchWindow: o.batchWindow,
 		OrphanGrace: o.orphanGrace,

@@ -61,3 +61,47 @@ func TestGCPercentFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestResourceFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+		check   func(t *testing.T, r corev1.ResourceRequirements)
+	}{
+		{args: nil, check: func(t *testing.T, r corev1.ResourceRequirements) {
+			if len(r.Requests)+len(r.Limits) != 0 {
+				t.Errorf("no flag gave resources %+v", r)
+			}
+		}},
+		{args: []string{"--mountpoint-cpu-request=50m", "--mountpoint-memory-request=128Mi", "--mountpoint-memory-limit=1Gi"}, check: func(t *testing.T, r corev1.ResourceRequirements) {
+			if q := r.Requests[corev1.ResourceCPU]; q.String() != "50m" {
+				t.Errorf("CPU request %s", q.String())
+			}
+			if q := r.Limits[corev1.ResourceMemory]; q.String() != "1Gi" {
+				t.Errorf("memory limit %s", q.String())
+			}
+			if _, ok := r.Limits[corev1.ResourceCPU]; ok {
+				t.Error("a CPU limit nobody asked for")
+			}
+		}},
+		{args: []string{"--mountpoint-memory-limit=much"}, wantErr: `--mountpoint-memory-limit: "much" is not a Kubernetes quantity`},
+		{args: []string{"--mountpoint-cpu-request=0"}, wantErr: "--mountpoint-cpu-request: \"0\" must be more than zero"},
+		{args: []string{"--mountpoint-memory-request=2Gi", "--mountpoint-memory-limit=1Gi"}, wantErr: "memory request 2Gi is above its limit 1Gi"},
+	} {
+		var o options
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse(append([]string{"--mountpoint-image=img"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.reconcilerConfig()
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.wantErr)
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.check != nil:
+			tc.check(t, cfg.MountpointPod.Resources)
+		}
+	}
+}

@@ -130,6 +130,9 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 	if params.recovery != "" {
 		vc[ctxRecovery] = params.recovery
 	}
+	for k, v := range params.resources {
+		vc[k] = v
+	}
 	if params.secretScope != "" {
 		vc[secretscope.Attribute] = params.secretScope
 	}

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/s3csi/s3-csi-driver/mounter"
+	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
@@ -69,6 +72,8 @@ type volumeParams struct {
 	recovery string
 	// secretScope is the nodePublishSecretScope volume attribute ("" for the default, claim).
 	secretScope string
+	// resources are the mountpoint{CPU,Memory}{Request,Limit} volume attributes given.
+	resources map[string]string
 }
 
 // parseParameters validates CreateVolume parameters: the known keys with their values, the
@@ -111,13 +116,24 @@ func parseParameters(params map[string]string) (volumeParams, error) {
 				return p, invalid("parameters."+k, "%q is not a secret scope: use %s (the node-publish secret must live in the claim's namespace) or %s (anywhere)", shownKey(v), secretscope.Claim, secretscope.Any)
 			}
 			p.secretScope = v
+		case mountresources.IsAttribute(k):
+			if _, err := mountresources.Parse("parameters."+k, v); err != nil {
+				return p, fmt.Errorf("%w: %v", errInvalidArgument, err)
+			}
+			if p.resources == nil {
+				p.resources = map[string]string{}
+			}
+			p.resources[k] = v
 		case slices.Contains(provisionerMetadataKeys, k):
 		default:
 			unknown = append(unknown, shownKey(k))
 		}
 	}
 	if len(unknown) > 0 {
-		return p, invalid("parameters", "unknown keys %q; accepted: %q, %q, %q, %q and the external-provisioner's %q", unknown, paramBucketNamePrefix, paramDeletionPolicy, ctxRecovery, secretscope.Attribute, provisionerMetadataKeys)
+		return p, invalid("parameters", "unknown keys %q; accepted: %q, %q, %q, %q, %q and the external-provisioner's %q", unknown, paramBucketNamePrefix, paramDeletionPolicy, ctxRecovery, secretscope.Attribute, mountresources.Attributes(), provisionerMetadataKeys)
+	}
+	if _, err := mountresources.Resolve(corev1.ResourceRequirements{}, p.resources); err != nil {
+		return p, invalid("parameters", "%v", err)
 	}
 	return p, nil
 }

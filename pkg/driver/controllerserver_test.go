@@ -122,12 +122,12 @@ func TestCreateVolumeResponse(t *testing.T) {
 			wantMade: []string{"SECRET@eu-west-3"},
 		},
 		{
-			name:   "recovery policy and secret scope go into the volume context",
+			name:   "recovery policy, secret scope and mount-s3 resources go into the volume context",
 			driver: ctrlCreds,
 			req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: rwx,
-				Parameters: map[string]string{"mountRecovery": "restart-pod", "nodePublishSecretScope": "any"}},
+				Parameters: map[string]string{"mountRecovery": "restart-pod", "nodePublishSecretScope": "any", "mountpointMemoryLimit": "1Gi"}},
 			want: &csi.Volume{VolumeId: "v1:delete:pvc-1", VolumeContext: map[string]string{
-				"bucketName": "pvc-1", "authenticationSource": "driver", "mountRecovery": "restart-pod", "nodePublishSecretScope": "any",
+				"bucketName": "pvc-1", "authenticationSource": "driver", "mountRecovery": "restart-pod", "nodePublishSecretScope": "any", "mountpointMemoryLimit": "1Gi",
 			}},
 			wantMade: []string{"DRIVER@"},
 		},

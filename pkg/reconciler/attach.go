@@ -18,6 +18,7 @@ import (
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
+	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
@@ -253,9 +254,13 @@ func (r *Reconciler) placement(ctx context.Context, key podcontract.Key, p plan,
 			return name, nil
 		}
 	}
+	res, err := r.resources(ctx, key.PVName)
+	if err != nil {
+		return "", err
+	}
 	for _, w := range newPods {
 		name := podcontract.MountpointPodName(string(w.UID), key.PVName)
-		pod := buildMountpointPod(r.cfg.MountpointPod, key, name, string(w.UID))
+		pod := buildMountpointPod(r.cfg.MountpointPod, key, name, string(w.UID), res)
 		err := r.client.Create(ctx, pod)
 		if err == nil {
 			r.expect.add(name)
@@ -275,6 +280,20 @@ func (r *Reconciler) placement(ctx context.Context, key podcontract.Key, p plan,
 		}
 	}
 	return "", fmt.Errorf("%w: every candidate Mountpoint Pod name for PV %s is taken by a pod being retired", errRequeue, key.PVName)
+}
+
+// resources returns the Mountpoint Pod resources of the volume pvName: the defaults with the
+// PV's overrides (which volumeKey has checked before any workload got this far).
+func (r *Reconciler) resources(ctx context.Context, pvName string) (corev1.ResourceRequirements, error) {
+	var pv corev1.PersistentVolume
+	if err := r.client.Get(ctx, types.NamespacedName{Name: pvName}, &pv); err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
+	var attrs map[string]string
+	if pv.Spec.CSI != nil {
+		attrs = pv.Spec.CSI.VolumeAttributes
+	}
+	return mountresources.Resolve(r.cfg.MountpointPod.Resources, attrs)
 }
 
 // cachedMountpointPod returns a Mountpoint Pod from the cache, or a placeholder for one this

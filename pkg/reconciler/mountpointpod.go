@@ -27,6 +27,9 @@ type MountpointPodConfig struct {
 	ImagePullSecrets []corev1.LocalObjectReference
 	// DriverVersion labels the pods; pods of another version are never shared.
 	DriverVersion string
+	// Resources are the mountpoint container's default requests and limits; a volume's
+	// attributes override them (mountresources.Resolve).
+	Resources corev1.ResourceRequirements
 }
 
 // tmpVolume is the Mountpoint Pod's writable /tmp (its root filesystem is read-only).
@@ -38,8 +41,8 @@ const tmpVolume = "tmp"
 // (so the scheduler still checks the node's taints and resources), with a memory-backed emptyDir
 // "comm" at /comm through which the node plugin hands over the FUSE mount, and an emptyDir
 // "tmp" at /tmp, the one place it writes (mount-s3's cache directory, when the volume has
-// `cache`).
-func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, workloadUID string) *corev1.Pod {
+// `cache`). The container gets res (the defaults with the volume's overrides).
+func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, workloadUID string, res corev1.ResourceRequirements) *corev1.Pod {
 	labels := map[string]string{
 		podcontract.LabelComponent:     podcontract.ComponentMountpoint,
 		podcontract.LabelDriverVersion: podcontract.VersionLabel(cfg.DriverVersion),
@@ -87,6 +90,7 @@ func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, work
 				Image:           cfg.Image,
 				ImagePullPolicy: cfg.ImagePullPolicy,
 				Command:         cfg.Command,
+				Resources:       res,
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: ptr.To(false),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

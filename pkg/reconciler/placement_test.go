@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -30,17 +31,17 @@ func TestPlacementAdoptsAnUnrecordedMountpointPod(t *testing.T) {
 		{name: "nothing left: the first waiting workload names a new pod",
 			want: podcontract.MountpointPodName("uid-1", "pv-1"), created: true},
 		{name: "the second workload's pod is adopted",
-			existing: buildMountpointPod(cfg.MountpointPod, key, podcontract.MountpointPodName("uid-2", "pv-1"), "uid-2"),
+			existing: buildMountpointPod(cfg.MountpointPod, key, podcontract.MountpointPodName("uid-2", "pv-1"), "uid-2", corev1.ResourceRequirements{}),
 			want:     podcontract.MountpointPodName("uid-2", "pv-1")},
 		{name: "a pod being retired is not adopted",
-			existing: retired(buildMountpointPod(cfg.MountpointPod, key, podcontract.MountpointPodName("uid-2", "pv-1"), "uid-2")),
+			existing: retired(buildMountpointPod(cfg.MountpointPod, key, podcontract.MountpointPodName("uid-2", "pv-1"), "uid-2", corev1.ResourceRequirements{})),
 			want:     podcontract.MountpointPodName("uid-1", "pv-1"), created: true},
 		{name: "a finished pod is not adopted",
-			existing: finished(buildMountpointPod(cfg.MountpointPod, key, podcontract.MountpointPodName("uid-2", "pv-1"), "uid-2")),
+			existing: finished(buildMountpointPod(cfg.MountpointPod, key, podcontract.MountpointPodName("uid-2", "pv-1"), "uid-2", corev1.ResourceRequirements{})),
 			want:     podcontract.MountpointPodName("uid-1", "pv-1"), created: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := fake.NewClientBuilder()
+			b := fake.NewClientBuilder().WithObjects(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}})
 			if tc.existing != nil {
 				b = b.WithObjects(tc.existing)
 			}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
+	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -228,6 +229,9 @@ func (r *Reconciler) volumeKey(ctx context.Context, w *workload, claim string) (
 	}
 	if pv.Spec.CSI.VolumeHandle == "" {
 		return nil, &problem{ReasonVolumeMisconfigured, fmt.Sprintf("PersistentVolume %s has no volumeHandle", pv.Name)}, nil
+	}
+	if _, err := mountresources.Resolve(r.cfg.MountpointPod.Resources, pv.Spec.CSI.VolumeAttributes); err != nil {
+		return nil, &problem{ReasonVolumeMisconfigured, fmt.Sprintf("PersistentVolume %s: %v", pv.Name, err)}, nil
 	}
 	k := keyFor(w, &pv)
 	return &k, nil, nil

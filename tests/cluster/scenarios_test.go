@@ -87,6 +87,14 @@ func testStatic(t *testing.T, mode string) {
 		if len(st.units) != 0 || len(st.mpPods) != 1 || len(st.attachments) != 1 {
 			t.Errorf("pod mode: want one shared Mountpoint Pod and attachment, no unit: %s", st)
 		}
+		// The chart's default requests (mountpointPod.resources) keep it out of BestEffort.
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(context.Background(), &pods, client.InNamespace(mpNamespace)))
+		for _, p := range pods.Items {
+			if p.Status.QOSClass != corev1.PodQOSBurstable {
+				t.Errorf("Mountpoint Pod %s is %s, want Burstable (requests %v)", p.Name, p.Status.QOSClass, p.Spec.Containers[0].Resources.Requests)
+			}
+		}
 	}
 	deletePods(t, a, b)
 	expectClean(t)

@@ -14,6 +14,7 @@ import (
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
+	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
@@ -290,4 +291,55 @@ func TestGenericEphemeralVolume(t *testing.T) {
 	})
 	e.deletePod(p)
 	e.expectAttachments(0, nil)
+}
+
+// TestMountpointPodResources: the Mountpoint Pod's container gets the resources of the
+// controller's flags, a volume's attributes override them, and a volume whose overrides are
+// wrong gets an Event and no Mountpoint Pod (the controller keeps running).
+func TestMountpointPodResources(t *testing.T) {
+	e := newEnv(t, "--mountpoint-cpu-request=50m", "--mountpoint-memory-request=128Mi")
+	_, plain := e.volume("plain", volumeOpts{})
+	_, sized := e.volume("sized", volumeOpts{attributes: map[string]string{"mountpointMemoryRequest": "256Mi", "mountpointMemoryLimit": "1Gi"}})
+	_, bad := e.volume("bad", volumeOpts{attributes: map[string]string{"mountpointMemoryLimit": "64Mi"}}) // below the 128Mi default request
+	wPlain := e.pod("plain", e.node(1), nil, plain)
+	wSized := e.pod("sized", e.node(1), nil, sized)
+	wBad := e.pod("bad", e.node(1), nil, bad)
+	e.expectEvent(wBad, reconciler.ReasonVolumeMisconfigured, "memory request 128Mi is above its limit 64Mi")
+
+	resourcesOf := func(w *corev1.Pod) corev1.ResourceRequirements {
+		var res corev1.ResourceRequirements
+		harness.Eventually(t, 20*time.Second, func() string {
+			for _, mp := range e.mountpointPods() {
+				if mp.Labels[podcontract.LabelWorkloadUID] == string(w.UID) {
+					res = mp.Spec.Containers[0].Resources
+					return ""
+				}
+			}
+			return "no Mountpoint Pod for " + w.Name
+		})
+		return res
+	}
+	q := func(l corev1.ResourceList, n corev1.ResourceName) string {
+		v, ok := l[n]
+		if !ok {
+			return "none"
+		}
+		return v.String()
+	}
+	r := resourcesOf(wPlain)
+	if got := fmt.Sprintf("%s %s %s %s", q(r.Requests, "cpu"), q(r.Requests, "memory"), q(r.Limits, "cpu"), q(r.Limits, "memory")); got != "50m 128Mi none none" {
+		t.Errorf("plain volume's Mountpoint Pod: requests/limits cpu, memory = %s, want the flags' 50m 128Mi and no limit", got)
+	}
+	r = resourcesOf(wSized)
+	if got := fmt.Sprintf("%s %s %s %s", q(r.Requests, "cpu"), q(r.Requests, "memory"), q(r.Limits, "cpu"), q(r.Limits, "memory")); got != "50m 256Mi none 1Gi" {
+		t.Errorf("sized volume's Mountpoint Pod: requests/limits cpu, memory = %s, want 50m 256Mi none 1Gi", got)
+	}
+	for _, mp := range e.mountpointPods() {
+		if mp.Labels[podcontract.LabelWorkloadUID] == string(wBad.UID) {
+			t.Errorf("a Mountpoint Pod was made for the volume with a wrong override: %s", mp.Name)
+		}
+	}
+	if !e.ctrl.Running() {
+		t.Fatal("controller crashed")
+	}
 }

@@ -32,7 +32,7 @@ type schemaNode struct {
 }
 
 // schemaType is a node's type: a name, or a list of names of which "null" (a value that may be
-// left unset) is not documented as a type.
+// left unset) is not documented as a type; several others are documented as "a or b".
 type schemaType string
 
 func (s *schemaType) UnmarshalJSON(b []byte) error {
@@ -46,10 +46,10 @@ func (s *schemaType) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	many = slices.DeleteFunc(many, func(t string) bool { return t == "null" })
-	if len(many) != 1 {
-		return fmt.Errorf("type %s: one type besides null is documented", b)
+	if len(many) == 0 {
+		return fmt.Errorf("type %s: a type besides null is needed", b)
 	}
-	*s = schemaType(many[0])
+	*s = schemaType(strings.Join(many, " or "))
 	return nil
 }
 

@@ -42,6 +42,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"all secrets and a list", "controller:\n  provisioner:\n    secretNamespaces: [\"*\", team-a]\n", []string{"/controller/provisioner/secretNamespaces"}},
 		{"replicas zero", "controller:\n  replicas: 0\n", []string{"/controller/replicas"}},
 		{"bad resource quantity", "node:\n  resources:\n    limits:\n      memory: lots\n", []string{"/node/resources/limits/memory"}},
+		{"Mountpoint Pod memory limit not a quantity", "mountpointPod:\n  resources:\n    limits:\n      memory: lots\n", []string{"/mountpointPod/resources/limits/memory"}},
+		{"Mountpoint Pod CPU request negative", "mountpointPod:\n  resources:\n    requests:\n      cpu: -1\n", []string{"/mountpointPod/resources/requests/cpu"}},
+		{"Mountpoint Pod resource unknown", "mountpointPod:\n  resources:\n    requests:\n      gpu: 1\n", []string{"/mountpointPod/resources/requests", "additional properties 'gpu' not allowed"}},
 	}
 	dir := t.TempDir()
 	for _, tc := range cases {

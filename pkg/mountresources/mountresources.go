@@ -1,0 +1,96 @@
+// Package mountresources is the resource model of a mount-s3: CPU and memory requests and
+// limits, from the cluster's defaults (the controller's flags, from Helm values) and per-volume
+// overrides (PV volume attributes, StorageClass parameters). In pod mode they become the
+// Mountpoint Pod's container resources.
+package mountresources
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// The volume attributes (and StorageClass parameters) that override a default, and the
+// resource each sets.
+const (
+	AttrCPURequest    = "mountpointCPURequest"
+	AttrCPULimit      = "mountpointCPULimit"
+	AttrMemoryRequest = "mountpointMemoryRequest"
+	AttrMemoryLimit   = "mountpointMemoryLimit"
+)
+
+type field struct {
+	name  corev1.ResourceName
+	limit bool
+}
+
+var attributes = map[string]field{
+	AttrCPURequest:    {corev1.ResourceCPU, false},
+	AttrCPULimit:      {corev1.ResourceCPU, true},
+	AttrMemoryRequest: {corev1.ResourceMemory, false},
+	AttrMemoryLimit:   {corev1.ResourceMemory, true},
+}
+
+// Attributes lists the attribute names, sorted.
+func Attributes() []string { return slices.Sorted(maps.Keys(attributes)) }
+
+// IsAttribute reports whether k is one of the attributes.
+func IsAttribute(k string) bool { _, ok := attributes[k]; return ok }
+
+// Parse reads one quantity; name is what the error names (a flag, an attribute, a parameter).
+// A quantity must be positive: zero or a negative amount is refused, as is a CPU amount below
+// a millicore.
+func Parse(name, v string) (resource.Quantity, error) {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return q, fmt.Errorf("%s: %q is not a Kubernetes quantity; use one such as 500m (CPU) or 512Mi (memory)", name, v)
+	}
+	if q.Sign() <= 0 {
+		return q, fmt.Errorf("%s: %q must be more than zero; leave it unset for no request or limit", name, v)
+	}
+	return q, nil
+}
+
+// Resolve returns defaults with the overrides attrs carries (other keys are ignored), and
+// checks the result: each request at most its limit. Errors name the attribute.
+func Resolve(defaults corev1.ResourceRequirements, attrs map[string]string) (corev1.ResourceRequirements, error) {
+	out := corev1.ResourceRequirements{Requests: maps.Clone(defaults.Requests), Limits: maps.Clone(defaults.Limits)}
+	for _, k := range Attributes() {
+		v, ok := attrs[k]
+		if !ok {
+			continue
+		}
+		q, err := Parse("volume attribute "+k, v)
+		if err != nil {
+			return out, err
+		}
+		f := attributes[k]
+		if f.limit {
+			if out.Limits == nil {
+				out.Limits = corev1.ResourceList{}
+			}
+			out.Limits[f.name] = q
+		} else {
+			if out.Requests == nil {
+				out.Requests = corev1.ResourceList{}
+			}
+			out.Requests[f.name] = q
+		}
+	}
+	return out, Check(out)
+}
+
+// Check reports a request above its limit, naming the resource.
+func Check(r corev1.ResourceRequirements) error {
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, hasReq := r.Requests[name]
+		lim, hasLim := r.Limits[name]
+		if hasReq && hasLim && req.Cmp(lim) > 0 {
+			return fmt.Errorf("the %s request %s is above its limit %s; raise the limit or lower the request", name, req.String(), lim.String())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package mountresources
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestResolve(t *testing.T) {
+	defaults := corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	got, err := Resolve(defaults, map[string]string{AttrMemoryLimit: "1Gi", AttrCPURequest: "1", "bucketName": "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := got.Requests[corev1.ResourceCPU]; q.String() != "1" {
+		t.Errorf("CPU request = %s, want the override 1", q.String())
+	}
+	if q := got.Requests[corev1.ResourceMemory]; q.String() != "128Mi" {
+		t.Errorf("memory request = %s, want the default 128Mi", q.String())
+	}
+	if q := got.Limits[corev1.ResourceMemory]; q.String() != "1Gi" {
+		t.Errorf("memory limit = %s, want 1Gi", q.String())
+	}
+	if _, ok := got.Limits[corev1.ResourceCPU]; ok {
+		t.Error("a CPU limit appeared from nowhere")
+	}
+	if q := defaults.Requests[corev1.ResourceCPU]; q.String() != "50m" {
+		t.Errorf("Resolve changed the defaults: %s", q.String())
+	}
+	if none, err := Resolve(corev1.ResourceRequirements{}, nil); err != nil || len(none.Requests)+len(none.Limits) != 0 {
+		t.Errorf("no defaults and no overrides = %+v, %v; want nothing", none, err)
+	}
+}
+
+func TestResolveRefuses(t *testing.T) {
+	defaults := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	for _, tc := range []struct {
+		attrs map[string]string
+		want  []string
+	}{
+		{map[string]string{AttrMemoryLimit: "lots"}, []string{AttrMemoryLimit, "not a Kubernetes quantity", "512Mi"}},
+		{map[string]string{AttrCPURequest: "0"}, []string{AttrCPURequest, "more than zero"}},
+		{map[string]string{AttrCPULimit: "-1"}, []string{AttrCPULimit, "more than zero"}},
+		{map[string]string{AttrMemoryLimit: "64Mi"}, []string{"memory request 128Mi is above its limit 64Mi"}},
+		{map[string]string{AttrCPURequest: "2", AttrCPULimit: "1"}, []string{"cpu request 2 is above its limit 1"}},
+	} {
+		_, err := Resolve(defaults, tc.attrs)
+		if err == nil {
+			t.Errorf("%v accepted", tc.attrs)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not say %q", tc.attrs, err, w)
+			}
+		}
+	}
+}
+
+func TestAttributes(t *testing.T) {
+	if got := strings.Join(Attributes(), ","); got != "mountpointCPULimit,mountpointCPURequest,mountpointMemoryLimit,mountpointMemoryRequest" {
+		t.Errorf("Attributes() = %s", got)
+	}
+	if !IsAttribute(AttrCPULimit) || IsAttribute("bucketName") {
+		t.Error("IsAttribute is wrong")
+	}
+}
