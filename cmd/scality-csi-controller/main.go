@@ -27,6 +27,7 @@ import (
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/pkg/reconciler"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -40,6 +41,8 @@ type options struct {
 	tolerations        string
 	serviceAccount     string
 	pullSecrets        string
+	labels             string
+	annotations        string
 	cpuRequest         string
 	cpuLimit           string
 	memoryRequest      string
@@ -68,6 +71,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tolerations, "mountpoint-tolerations", "", `tolerations of the Mountpoint Pods as a JSON list, e.g. [{"key":"dedicated","operator":"Exists"}] (none when empty)`)
 	fs.StringVar(&o.serviceAccount, "mountpoint-service-account", "", "service account of the Mountpoint Pods (the namespace default when empty; its token is never mounted)")
 	fs.StringVar(&o.pullSecrets, "mountpoint-image-pull-secrets", "", "comma-separated names of Secrets in the Mountpoint Pod namespace used to pull the Mountpoint Pods' image (none when empty)")
+	fs.StringVar(&o.labels, "mountpoint-labels", "", `labels added to every Mountpoint Pod as a JSON object, e.g. {"team":"storage"} (none when empty); the driver's own keys (s3.csi.scality.com/*, app.kubernetes.io/component) are refused`)
+	fs.StringVar(&o.annotations, "mountpoint-annotations", "", `annotations added to every Mountpoint Pod as a JSON object, e.g. {"sidecar.istio.io/inject":"false"} (none when empty); the driver's own keys (s3.csi.scality.com/*) are refused`)
 	fs.StringVar(&o.cpuRequest, "mountpoint-cpu-request", "", "CPU request of a Mountpoint Pod's container, a Kubernetes quantity such as 50m (none when empty); a volume's mountpointCPURequest attribute overrides it")
 	fs.StringVar(&o.cpuLimit, "mountpoint-cpu-limit", "", "CPU limit of a Mountpoint Pod's container (none when empty); a volume's mountpointCPULimit attribute overrides it")
 	fs.StringVar(&o.memoryRequest, "mountpoint-memory-request", "", "memory request of a Mountpoint Pod's container, a Kubernetes quantity such as 128Mi (none when empty); a volume's mountpointMemoryRequest attribute overrides it")
@@ -118,6 +123,14 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 		}
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
 	}
+	labels, err := podcontract.ParseExtraMetadata("--mountpoint-labels", o.labels, true)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	annotations, err := podcontract.ParseExtraMetadata("--mountpoint-annotations", o.annotations, false)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	var res corev1.ResourceRequirements
 	for _, f := range []struct {
 		flag, value string
@@ -164,6 +177,7 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 			Namespace: o.namespace, Image: o.image, Command: []string{o.command}, ImagePullPolicy: policy,
 			PriorityClassName: o.priorityClass, Tolerations: tolerations, ServiceAccountName: o.serviceAccount,
 			ImagePullSecrets: pullSecrets, DriverVersion: version.Version, Resources: res,
+			Labels: labels, Annotations: annotations,
 		},
 		BatchWindow: o.batchWindow,
 		OrphanGrace: o.orphanGrace,

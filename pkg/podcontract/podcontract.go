@@ -9,8 +9,13 @@ package podcontract
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -127,4 +132,39 @@ func StripMountpointPod(obj any) (any, error) {
 	}
 	out.ManagedFields = nil
 	return out, nil
+}
+
+// ParseExtraMetadata parses the labels (labels true) or annotations an operator adds to every
+// Mountpoint Pod, given as a JSON object of strings in flag. Keys must be valid Kubernetes
+// keys, label values valid label values, annotations at most 256 KiB in all; the driver's own
+// keys (this driver's domain, and LabelComponent for labels) are refused, since the node plugin
+// and the controller read them. Errors name flag and the key.
+func ParseExtraMetadata(flag, value string, labels bool) (map[string]string, error) {
+	if value == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(value), &m); err != nil {
+		return nil, fmt.Errorf("%s: want a JSON object of strings, such as {\"team\":\"storage\"}: %v", flag, err)
+	}
+	size := 0
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			return nil, fmt.Errorf("%s: key %q: %s", flag, k, strings.Join(msgs, "; "))
+		}
+		if strings.HasPrefix(k, version.DriverName+"/") || (labels && k == LabelComponent) {
+			return nil, fmt.Errorf("%s: key %q is the driver's own; use a key outside %s/", flag, k, version.DriverName)
+		}
+		if labels {
+			if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+				return nil, fmt.Errorf("%s: value of %q: %s", flag, k, strings.Join(msgs, "; "))
+			}
+		}
+		size += len(k) + len(v)
+	}
+	if !labels && size > 256<<10 {
+		return nil, fmt.Errorf("%s: %d bytes of annotations, at most 262144", flag, size)
+	}
+	return m, nil
 }

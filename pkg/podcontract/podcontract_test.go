@@ -123,3 +123,41 @@ func TestStripMountpointPod(t *testing.T) {
 		t.Error("StripMountpointPod modified its input")
 	}
 }
+
+func TestParseExtraMetadata(t *testing.T) {
+	m, err := ParseExtraMetadata("--mountpoint-labels", `{"team":"storage","example.com/tier":"gold"}`, true)
+	if err != nil || m["team"] != "storage" || m["example.com/tier"] != "gold" {
+		t.Errorf("labels = %v, %v", m, err)
+	}
+	if m, err := ParseExtraMetadata("--mountpoint-labels", "", true); m != nil || err != nil {
+		t.Errorf("empty = %v, %v; want none", m, err)
+	}
+	long := strings.Repeat("v", 300<<10)
+	for _, tc := range []struct {
+		value  string
+		labels bool
+		want   string
+	}{
+		{`["team"]`, true, "--mountpoint-labels: want a JSON object of strings"},
+		{`{"team":5}`, true, "--mountpoint-labels: want a JSON object of strings"},
+		{`{"bad key!":"x"}`, true, `--mountpoint-labels: key "bad key!"`},
+		{`{"team":"not a label value"}`, true, `--mountpoint-labels: value of "team"`},
+		{`{"s3.csi.scality.com/volume-name":"x"}`, true, `key "s3.csi.scality.com/volume-name" is the driver's own`},
+		{`{"app.kubernetes.io/component":"x"}`, true, `key "app.kubernetes.io/component" is the driver's own`},
+		{`{"s3.csi.scality.com/needs-unmount":"true"}`, false, `--mountpoint-annotations: key "s3.csi.scality.com/needs-unmount" is the driver's own`},
+		{`{"big":"` + long + `"}`, false, "bytes of annotations, at most 262144"},
+	} {
+		flag := "--mountpoint-annotations"
+		if tc.labels {
+			flag = "--mountpoint-labels"
+		}
+		if _, err := ParseExtraMetadata(flag, tc.value, tc.labels); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.60s: error %v, want one saying %q", tc.value, err, tc.want)
+		}
+	}
+	// An annotation value is free text (not a label value), and app.kubernetes.io/component is
+	// only the driver's as a label.
+	if _, err := ParseExtraMetadata("--mountpoint-annotations", `{"note":"any text, even this","app.kubernetes.io/component":"x"}`, false); err != nil {
+		t.Errorf("annotations refused: %v", err)
+	}
+}

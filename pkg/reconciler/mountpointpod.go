@@ -1,6 +1,8 @@
 package reconciler
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +29,9 @@ type MountpointPodConfig struct {
 	ImagePullSecrets []corev1.LocalObjectReference
 	// DriverVersion labels the pods; pods of another version are never shared.
 	DriverVersion string
+	// Labels and Annotations are added to every Mountpoint Pod (podcontract.ParseExtraMetadata
+	// has refused the driver's own keys).
+	Labels, Annotations map[string]string
 	// Resources are the mountpoint container's default requests and limits; a volume's
 	// attributes override them (mountresources.Resolve).
 	Resources corev1.ResourceRequirements
@@ -43,23 +48,30 @@ const tmpVolume = "tmp"
 // "tmp" at /tmp, the one place it writes (mount-s3's cache directory, when the volume has
 // `cache`). The container gets res (the defaults with the volume's overrides).
 func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, workloadUID string, res corev1.ResourceRequirements) *corev1.Pod {
-	labels := map[string]string{
+	labels := maps.Clone(cfg.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	annotations := maps.Clone(cfg.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[podcontract.AnnotationVolumeName] = key.PVName
+	annotations[podcontract.AnnotationVolumeID] = key.VolumeID
+	maps.Copy(labels, map[string]string{
 		podcontract.LabelComponent:     podcontract.ComponentMountpoint,
 		podcontract.LabelDriverVersion: podcontract.VersionLabel(cfg.DriverVersion),
 		podcontract.LabelWorkloadUID:   podcontract.LabelValue(workloadUID),
-	}
+	})
 	if lv := podcontract.LabelValue(key.PVName); lv != "" {
 		labels[podcontract.LabelVolumeName] = lv
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: cfg.Namespace,
-			Labels:    labels,
-			Annotations: map[string]string{
-				podcontract.AnnotationVolumeName: key.PVName,
-				podcontract.AnnotationVolumeID:   key.VolumeID,
-			},
+			Name:        name,
+			Namespace:   cfg.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyOnFailure,

@@ -56,7 +56,8 @@ func hasWorkloads(a crdv2.MountpointS3PodAttachment, uids ...types.UID) string {
 
 func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 	e := newEnv(t, `--mountpoint-tolerations=[{"key":"dedicated","operator":"Equal","value":"storage","effect":"NoSchedule"}]`,
-		"--mountpoint-image-pull-secrets=registry-a, registry-b")
+		"--mountpoint-image-pull-secrets=registry-a, registry-b",
+		`--mountpoint-labels={"team":"storage"}`, `--mountpoint-annotations={"sidecar.istio.io/inject":"false"}`)
 	pv, claim := e.volume("data", volumeOpts{mountOptions: []string{"allow-delete", "uid=1000"}})
 	w := e.pod("w1", e.node(1), ptr.To[int64](2000), claim)
 
@@ -104,6 +105,8 @@ func TestWorkloadGetsAttachmentAndMountpointPod(t *testing.T) {
 		"version label":                 mp.Labels[podcontract.LabelDriverVersion] != "",
 		"PV label and annotation":       mp.Labels[podcontract.LabelVolumeName] == pv && mp.Annotations[podcontract.AnnotationVolumeName] == pv,
 		"workload label":                mp.Labels[podcontract.LabelWorkloadUID] == string(w.UID),
+		"labels and annotations from flags, beside the driver's": mp.Labels["team"] == "storage" && mp.Annotations["sidecar.istio.io/inject"] == "false" &&
+			mp.Labels[podcontract.LabelComponent] == podcontract.ComponentMountpoint && mp.Annotations[podcontract.AnnotationVolumeID] == key.VolumeID,
 	}
 	for what, ok := range checks {
 		if !ok {
