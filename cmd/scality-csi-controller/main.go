@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -43,6 +44,7 @@ type options struct {
 	pullSecrets        string
 	labels             string
 	annotations        string
+	cacheSizeLimit     string
 	cpuRequest         string
 	cpuLimit           string
 	memoryRequest      string
@@ -73,6 +75,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.pullSecrets, "mountpoint-image-pull-secrets", "", "comma-separated names of Secrets in the Mountpoint Pod namespace used to pull the Mountpoint Pods' image (none when empty)")
 	fs.StringVar(&o.labels, "mountpoint-labels", "", `labels added to every Mountpoint Pod as a JSON object, e.g. {"team":"storage"} (none when empty); the driver's own keys (s3.csi.scality.com/*, app.kubernetes.io/component) are refused`)
 	fs.StringVar(&o.annotations, "mountpoint-annotations", "", `annotations added to every Mountpoint Pod as a JSON object, e.g. {"sidecar.istio.io/inject":"false"} (none when empty); the driver's own keys (s3.csi.scality.com/*) are refused`)
+	fs.StringVar(&o.cacheSizeLimit, "mountpoint-cache-size-limit", "", "size limit of a Mountpoint Pod's /tmp volume, where mount-s3 keeps a volume's cache (the cache mount option), a Kubernetes quantity of at least 128Mi; mount-s3's --max-cache-size is kept below it (none when empty: the cache is bounded only by mount-s3's own default)")
 	fs.StringVar(&o.cpuRequest, "mountpoint-cpu-request", "", "CPU request of a Mountpoint Pod's container, a Kubernetes quantity such as 50m (none when empty); a volume's mountpointCPURequest attribute overrides it")
 	fs.StringVar(&o.cpuLimit, "mountpoint-cpu-limit", "", "CPU limit of a Mountpoint Pod's container (none when empty); a volume's mountpointCPULimit attribute overrides it")
 	fs.StringVar(&o.memoryRequest, "mountpoint-memory-request", "", "memory request of a Mountpoint Pod's container, a Kubernetes quantity such as 128Mi (none when empty); a volume's mountpointMemoryRequest attribute overrides it")
@@ -159,6 +162,21 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 		}
 		(*list)[f.name] = q
 	}
+	var cacheLimit *resource.Quantity
+	if o.cacheSizeLimit != "" {
+		q, err := mountresources.Parse("--mountpoint-cache-size-limit", o.cacheSizeLimit)
+		if err == nil {
+			_, err = mountresources.CacheBudgetMiB(q)
+			if err != nil {
+				err = fmt.Errorf("--mountpoint-cache-size-limit: %w", err)
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			cacheLimit = &q
+		}
+	}
 	if err := mountresources.Check(res); err != nil {
 		errs = append(errs, fmt.Errorf("--mountpoint-*-request/limit: %w", err))
 	}
@@ -177,7 +195,7 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 			Namespace: o.namespace, Image: o.image, Command: []string{o.command}, ImagePullPolicy: policy,
 			PriorityClassName: o.priorityClass, Tolerations: tolerations, ServiceAccountName: o.serviceAccount,
 			ImagePullSecrets: pullSecrets, DriverVersion: version.Version, Resources: res,
-			Labels: labels, Annotations: annotations,
+			Labels: labels, Annotations: annotations, CacheSizeLimit: cacheLimit,
 		},
 		BatchWindow: o.batchWindow,
 		OrphanGrace: o.orphanGrace,

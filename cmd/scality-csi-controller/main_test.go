@@ -105,3 +105,28 @@ func TestResourceFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestCacheSizeLimitFlag(t *testing.T) {
+	for value, wantErr := range map[string]string{
+		"":      "",
+		"1Gi":   "",
+		"64Mi":  "--mountpoint-cache-size-limit: a cache volume of 64Mi is too small; use at least 128Mi",
+		"large": `--mountpoint-cache-size-limit: "large" is not a Kubernetes quantity`,
+	} {
+		var o options
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse([]string{"--mountpoint-image=img", "--mountpoint-cache-size-limit=" + value}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.reconcilerConfig()
+		switch {
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%q: error %v, want one saying %q", value, err, wantErr)
+		case wantErr == "" && err != nil:
+			t.Errorf("%q: %v", value, err)
+		case wantErr == "" && (value == "") != (cfg.MountpointPod.CacheSizeLimit == nil):
+			t.Errorf("%q: limit %v", value, cfg.MountpointPod.CacheSizeLimit)
+		}
+	}
+}

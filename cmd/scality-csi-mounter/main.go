@@ -32,6 +32,7 @@ func main() {
 	c := mountpointpod.Config{Signals: sigs}
 	fs.StringVar(&c.CommDir, "comm-dir", "/comm", "directory shared with the node plugin (mount.sock, mount.err, mount.exit, credentials/)")
 	fs.StringVar(&c.MountS3Path, "mount-s3-path", "/mountpoint-s3/bin/mount-s3", "path of the mount-s3 binary in the image")
+	fs.Uint64Var(&c.MaxCacheMiB, "max-cache-size-mib", 0, "upper bound of mount-s3's --max-cache-size (MiB) for a mount with a cache; the Pod Reconciler derives it from the pod's cache volume (0: no bound)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {

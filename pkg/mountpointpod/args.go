@@ -3,6 +3,7 @@ package mountpointpod
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -30,12 +31,18 @@ func checkArgs(args []string) error {
 
 // mountS3Args returns what follows the bucket and the mount point on mount-s3's command line:
 // --foreground, then args with the host-path options rewritten (see the package comment). It
-// also returns the cache directory it created, "" if none; the caller removes it.
-func mountS3Args(args []string) ([]string, string, error) {
+// also returns the cache directory it created, "" if none; the caller removes it. With a cache
+// and maxCacheMiB > 0 (the bound of the pod's /tmp), mount-s3's --max-cache-size is at most
+// maxCacheMiB: set to it when absent, lowered to it when above.
+func mountS3Args(args []string, maxCacheMiB uint64) ([]string, string, error) {
 	out := []string{"--foreground"}
 	cache := ""
+	sizeAt := -1 // index in out of --max-cache-size
 	for _, a := range args {
 		switch {
+		case strings.HasPrefix(a, "--max-cache-size="):
+			sizeAt = len(out)
+			out = append(out, a)
 		case a == "--foreground":
 		case a == "--read-only" || a == "--auto-unmount":
 			// mount-s3 refuses these with a FUSE fd: they belong to the mount(2) call, which the
@@ -56,6 +63,20 @@ func mountS3Args(args []string) ([]string, string, error) {
 			out = append(out, "--cache="+cache)
 		default:
 			out = append(out, a)
+		}
+	}
+	if cache != "" && maxCacheMiB > 0 {
+		bound := fmt.Sprintf("--max-cache-size=%d", maxCacheMiB)
+		switch {
+		case sizeAt < 0:
+			klog.InfoS("Bounding mount-s3's cache to the Mountpoint Pod's cache volume", "arg", bound)
+			out = append(out, bound)
+		default:
+			asked, err := strconv.ParseUint(strings.TrimPrefix(out[sizeAt], "--max-cache-size="), 10, 64)
+			if err != nil || asked > maxCacheMiB {
+				klog.InfoS("Lowering mount-s3's cache size to what the Mountpoint Pod's cache volume holds", "asked", out[sizeAt], "arg", bound)
+				out[sizeAt] = bound
+			}
 		}
 	}
 	return out, cache, nil

@@ -36,18 +36,23 @@ func TestMountS3Args(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		in        []string
+		bound     uint64
 		want      []string // "<cache>" stands for the created directory
 		wantCache bool
 	}{
-		{"nothing", nil, []string{"--foreground"}, false},
-		{"foreground once", []string{"--allow-delete", "--foreground"}, []string{"--foreground", "--allow-delete"}, false},
-		{"log directory dropped", []string{"--log-directory=/var/log/x", "--debug"}, []string{"--foreground", "--debug"}, false},
-		{"cache replaced", []string{"--cache=/host/cache", "--max-cache-size=10"}, []string{"--foreground", "--cache=<cache>", "--max-cache-size=10"}, true},
-		{"bare cache (the node plugin's form) gets one", []string{"--cache", "--max-cache-size=10"}, []string{"--foreground", "--cache=<cache>", "--max-cache-size=10"}, true},
-		{"cache-xz untouched", []string{"--cache-xz=bucket--x-s3"}, []string{"--foreground", "--cache-xz=bucket--x-s3"}, false},
+		{"nothing", nil, 0, []string{"--foreground"}, false},
+		{"foreground once", []string{"--allow-delete", "--foreground"}, 0, []string{"--foreground", "--allow-delete"}, false},
+		{"log directory dropped", []string{"--log-directory=/var/log/x", "--debug"}, 0, []string{"--foreground", "--debug"}, false},
+		{"cache replaced", []string{"--cache=/host/cache", "--max-cache-size=10"}, 0, []string{"--foreground", "--cache=<cache>", "--max-cache-size=10"}, true},
+		{"bare cache (the node plugin's form) gets one", []string{"--cache", "--max-cache-size=10"}, 0, []string{"--foreground", "--cache=<cache>", "--max-cache-size=10"}, true},
+		{"cache-xz untouched", []string{"--cache-xz=bucket--x-s3"}, 0, []string{"--foreground", "--cache-xz=bucket--x-s3"}, false},
+		{"bounded cache gets the bound", []string{"--cache"}, 900, []string{"--foreground", "--cache=<cache>", "--max-cache-size=900"}, true},
+		{"a size above the bound is lowered", []string{"--cache", "--max-cache-size=5000"}, 900, []string{"--foreground", "--cache=<cache>", "--max-cache-size=900"}, true},
+		{"a size within the bound is kept", []string{"--max-cache-size=100", "--cache"}, 900, []string{"--foreground", "--max-cache-size=100", "--cache=<cache>"}, true},
+		{"no cache, no size", []string{"--allow-delete"}, 900, []string{"--foreground", "--allow-delete"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, cache, err := mountS3Args(tc.in)
+			got, cache, err := mountS3Args(tc.in, tc.bound)
 			if err != nil {
 				t.Fatal(err)
 			}

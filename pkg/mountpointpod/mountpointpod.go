@@ -43,6 +43,9 @@ type Config struct {
 	// Signals delivers the termination signals the process receives (SIGTERM, SIGINT): they
 	// end the wait for options, and are ignored while mount-s3 serves. Nil: none.
 	Signals <-chan os.Signal
+	// MaxCacheMiB bounds mount-s3's --max-cache-size when a mount has a cache (0: no bound):
+	// the size of the pod's cache volume, less room for mount-s3 to evict in time.
+	MaxCacheMiB uint64
 	// Stdout and Stderr receive mount-s3's output; nil means os.Stdout and os.Stderr.
 	Stdout, Stderr io.Writer
 }
@@ -168,7 +171,7 @@ func serve(ctx context.Context, c Config, o mountoptions.Options, fuse *os.File)
 	// report exists.
 	defer fuse.Close()
 	errFile := c.path(mountoptions.ErrorFileName)
-	args, cache, err := mountS3Args(o.Args)
+	args, cache, err := mountS3Args(o.Args, c.MaxCacheMiB)
 	if cache != "" {
 		defer os.RemoveAll(cache)
 	}

@@ -94,3 +94,19 @@ func Check(r corev1.ResourceRequirements) error {
 	}
 	return nil
 }
+
+// MinCacheVolume is the smallest cache volume accepted: below it the room CacheBudgetMiB keeps
+// for mount-s3's eviction would leave no cache.
+var MinCacheVolume = resource.MustParse("128Mi")
+
+// CacheBudgetMiB is the --max-cache-size (MiB) mount-s3 gets on a cache volume of size limit:
+// the volume less a tenth of it, at least 64 MiB, so that mount-s3 evicts before kubelet finds
+// the volume over its limit (which evicts the whole Mountpoint Pod, ending the mount).
+func CacheBudgetMiB(limit resource.Quantity) (uint64, error) {
+	if limit.Cmp(MinCacheVolume) < 0 {
+		return 0, fmt.Errorf("a cache volume of %s is too small; use at least %s", limit.String(), MinCacheVolume.String())
+	}
+	mib := uint64(limit.Value() >> 20)
+	room := max(mib/10, 64)
+	return mib - room, nil
+}

@@ -68,3 +68,15 @@ func TestAttributes(t *testing.T) {
 		t.Error("IsAttribute is wrong")
 	}
 }
+
+func TestCacheBudgetMiB(t *testing.T) {
+	for limit, want := range map[string]uint64{"128Mi": 64, "1Gi": 922, "5Gi": 4608, "10G": 8583} {
+		got, err := CacheBudgetMiB(resource.MustParse(limit))
+		if err != nil || got != want {
+			t.Errorf("CacheBudgetMiB(%s) = %d, %v; want %d", limit, got, err, want)
+		}
+	}
+	if _, err := CacheBudgetMiB(resource.MustParse("100Mi")); err == nil || !strings.Contains(err.Error(), "use at least 128Mi") {
+		t.Errorf("100Mi: %v", err)
+	}
+}

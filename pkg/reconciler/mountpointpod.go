@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"fmt"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
@@ -32,6 +34,10 @@ type MountpointPodConfig struct {
 	// Labels and Annotations are added to every Mountpoint Pod (podcontract.ParseExtraMetadata
 	// has refused the driver's own keys).
 	Labels, Annotations map[string]string
+	// CacheSizeLimit, when set, bounds the pod's /tmp volume (mount-s3's cache) and, through
+	// the mounter's --max-cache-size-mib, mount-s3's cache below it (mountresources.CacheBudgetMiB,
+	// already checked). Nil: unbounded.
+	CacheSizeLimit *resource.Quantity
 	// Resources are the mountpoint container's default requests and limits; a volume's
 	// attributes override them (mountresources.Resolve).
 	Resources corev1.ResourceRequirements
@@ -122,13 +128,20 @@ func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, work
 					SizeLimit: ptr.To(resource.MustParse("10Mi")),
 				}},
 			}, {
-				// On the node's disk, as the container's writable layer was. No size limit
-				// yet: kubelet evicts a pod over its limit, which would end the mount, so a
-				// limit needs mount-s3's --max-cache-size below it.
+				// On the node's disk, as the container's writable layer was, and bounded by
+				// CacheSizeLimit when set: kubelet evicts a pod over its limit, which would end
+				// the mount, so mount-s3's --max-cache-size stays below it (the mounter's
+				// --max-cache-size-mib).
 				Name:         tmpVolume,
 				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 			}},
 		},
+	}
+	if cfg.CacheSizeLimit != nil {
+		pod.Spec.Volumes[1].EmptyDir.SizeLimit = ptr.To(cfg.CacheSizeLimit.DeepCopy())
+		if mib, err := mountresources.CacheBudgetMiB(*cfg.CacheSizeLimit); err == nil {
+			pod.Spec.Containers[0].Args = []string{fmt.Sprintf("--max-cache-size-mib=%d", mib)}
+		}
 	}
 	if labels[podcontract.LabelWorkloadUID] == "" {
 		delete(pod.Labels, podcontract.LabelWorkloadUID)

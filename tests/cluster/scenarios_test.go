@@ -94,6 +94,10 @@ func testStatic(t *testing.T, mode string) {
 			if p.Status.QOSClass != corev1.PodQOSBurstable {
 				t.Errorf("Mountpoint Pod %s is %s, want Burstable (requests %v)", p.Name, p.Status.QOSClass, p.Spec.Containers[0].Resources.Requests)
 			}
+			// The chart's mountpointPod.cacheSizeLimit bounds its cache volume.
+			if v := p.Spec.Volumes[1]; v.Name != "tmp" || v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != "5Gi" {
+				t.Errorf("Mountpoint Pod %s: cache volume %+v, want an emptyDir limited to 5Gi", p.Name, v)
+			}
 		}
 	}
 	deletePods(t, a, b)

@@ -300,7 +300,7 @@ func TestGenericEphemeralVolume(t *testing.T) {
 // controller's flags, a volume's attributes override them, and a volume whose overrides are
 // wrong gets an Event and no Mountpoint Pod (the controller keeps running).
 func TestMountpointPodResources(t *testing.T) {
-	e := newEnv(t, "--mountpoint-cpu-request=50m", "--mountpoint-memory-request=128Mi")
+	e := newEnv(t, "--mountpoint-cpu-request=50m", "--mountpoint-memory-request=128Mi", "--mountpoint-cache-size-limit=1Gi")
 	_, plain := e.volume("plain", volumeOpts{})
 	_, sized := e.volume("sized", volumeOpts{attributes: map[string]string{"mountpointMemoryRequest": "256Mi", "mountpointMemoryLimit": "1Gi"}})
 	_, bad := e.volume("bad", volumeOpts{attributes: map[string]string{"mountpointMemoryLimit": "64Mi"}}) // below the 128Mi default request
@@ -315,6 +315,13 @@ func TestMountpointPodResources(t *testing.T) {
 			for _, mp := range e.mountpointPods() {
 				if mp.Labels[podcontract.LabelWorkloadUID] == string(w.UID) {
 					res = mp.Spec.Containers[0].Resources
+					// The cache volume is bounded and mount-s3's cache kept below it.
+					if l := mp.Spec.Volumes[1].EmptyDir.SizeLimit; mp.Spec.Volumes[1].Name != "tmp" || l == nil || l.String() != "1Gi" {
+						t.Errorf("Mountpoint Pod %s: /tmp volume %+v, want an emptyDir of at most 1Gi", mp.Name, mp.Spec.Volumes[1])
+					}
+					if args := mp.Spec.Containers[0].Args; !slices.Equal(args, []string{"--max-cache-size-mib=922"}) {
+						t.Errorf("Mountpoint Pod %s: mounter args %q, want --max-cache-size-mib=922 (1Gi less a tenth)", mp.Name, args)
+					}
 					return ""
 				}
 			}

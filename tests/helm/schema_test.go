@@ -44,6 +44,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"bad resource quantity", "node:\n  resources:\n    limits:\n      memory: lots\n", []string{"/node/resources/limits/memory"}},
 		{"Mountpoint Pod memory limit not a quantity", "mountpointPod:\n  resources:\n    limits:\n      memory: lots\n", []string{"/mountpointPod/resources/limits/memory"}},
 		{"Mountpoint Pod CPU request negative", "mountpointPod:\n  resources:\n    requests:\n      cpu: -1\n", []string{"/mountpointPod/resources/requests/cpu"}},
+		{"cache size limit not a quantity", "mountpointPod:\n  cacheSizeLimit: big\n", []string{"/mountpointPod/cacheSizeLimit"}},
 		{"Mountpoint Pod label of the driver", "mountpointPod:\n  labels:\n    s3.csi.scality.com/volume-name: x\n", []string{"/mountpointPod/labels"}},
 		{"Mountpoint Pod label value not a string", "mountpointPod:\n  labels:\n    team: 5\n", []string{"/mountpointPod/labels/team"}},
 		{"Mountpoint Pod annotation of the driver", "mountpointPod:\n  annotations:\n    s3.csi.scality.com/needs-unmount: \"true\"\n", []string{"/mountpointPod/annotations"}},

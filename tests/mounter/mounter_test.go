@@ -30,7 +30,9 @@ func TestServeAndRetire(t *testing.T) {
 	s3.CreateBucket(t, bucket)
 	s3.PutObject(t, bucket, "hello.txt", []byte("world"))
 	n := newNode(t, s3)
-	// Nothing of the mounter's own environment may reach mount-s3.
+	// Nothing of the mounter's own environment may reach mount-s3. The cache is bounded as the
+	// Pod Reconciler bounds it (the pod's /tmp volume): mount-s3 gets --max-cache-size.
+	n.mounterArgs = []string{"--max-cache-size-mib=900"}
 	m := n.startMounter("PATH=/usr/bin:/bin", "AWS_CA_BUNDLE=/nonexistent/ca.pem", "AWS_REGION=eu-mars-1", "CANARY=1")
 
 	if err := os.WriteFile(n.path(mountoptions.ErrorFileName), []byte("stale error"), 0o644); err != nil {
@@ -83,8 +85,8 @@ func TestServeAndRetire(t *testing.T) {
 		t.Errorf("mount-s3's environment is not exactly the sent one (-sent +got):\n%s", diff)
 	}
 	wantArgs := []string{harness.MountS3(t), bucket, "/dev/fd/3", "--foreground", "--allow-delete", "--allow-root", "--force-path-style"}
-	if len(ms3.args) != 8 || !slices.Equal(ms3.args[:7], wantArgs) || !strings.HasPrefix(ms3.args[7], "--cache=/tmp/mount-s3-cache-") {
-		t.Errorf("mount-s3 command line = %q, want %q + --cache=<dir in the pod>", ms3.args, wantArgs)
+	if len(ms3.args) != 9 || !slices.Equal(ms3.args[:7], wantArgs) || !strings.HasPrefix(ms3.args[7], "--cache=/tmp/mount-s3-cache-") || ms3.args[8] != "--max-cache-size=900" {
+		t.Errorf("mount-s3 command line = %q, want %q + --cache=<dir in the pod> --max-cache-size=900", ms3.args, wantArgs)
 	}
 	if _, err := os.Stat(n.path(mountoptions.SocketName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket is still there while serving: %v", err)
@@ -113,7 +115,7 @@ func TestServeAndRetire(t *testing.T) {
 	if _, err := os.Stat(n.path(mountoptions.ErrorFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("mount.err after a clean unmount: %v", err)
 	}
-	if cache := strings.TrimPrefix(ms3.args[len(ms3.args)-1], "--cache="); cache != "" {
+	if cache := strings.TrimPrefix(ms3.args[7], "--cache="); cache != "" {
 		if _, err := os.Stat(cache); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cache directory %s left behind: %v", cache, err)
 		}

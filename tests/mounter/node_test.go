@@ -39,7 +39,7 @@ type mounterProc struct {
 	logPath string
 }
 
-func startMounter(t *testing.T, comm string, env []string) *mounterProc {
+func startMounter(t *testing.T, comm string, env []string, args ...string) *mounterProc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "mounter.log")
 	logf, err := os.Create(logPath)
@@ -47,7 +47,7 @@ func startMounter(t *testing.T, comm string, env []string) *mounterProc {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(harness.Bin(t, "scality-csi-mounter"), "--comm-dir="+comm, "--mount-s3-path="+harness.MountS3(t), "--v=4")
+	cmd := exec.Command(harness.Bin(t, "scality-csi-mounter"), append([]string{"--comm-dir=" + comm, "--mount-s3-path=" + harness.MountS3(t), "--v=4"}, args...)...)
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -126,6 +126,8 @@ type node struct {
 	comm   string
 	source string
 	env    []string // mount-s3's environment
+	// mounterArgs are added to the mounter's command line by startMounter.
+	mounterArgs []string
 }
 
 func newNode(t *testing.T, s3 *harness.S3Server) *node {
@@ -188,7 +190,7 @@ func (n *node) path(name string) string { return filepath.Join(n.comm, name) }
 
 func (n *node) startMounter(mounterEnv ...string) *mounterProc {
 	n.t.Helper()
-	m := startMounter(n.t, n.comm, mounterEnv)
+	m := startMounter(n.t, n.comm, mounterEnv, n.mounterArgs...)
 	eventually(n.t, "the mounter's socket", func() bool {
 		_, err := os.Stat(n.path(mountoptions.SocketName))
 		return err == nil || !m.running()
