@@ -116,9 +116,10 @@ func IsMountpointPod(pod *corev1.Pod) bool {
 const MountpointPodLabel = LabelDriverVersion
 
 // StripMountpointPod is an informer transform keeping of a Mountpoint Pod what the controller
-// and the node plugin read from their caches: its metadata (without managed fields), node and
-// phase. The containers, volumes, conditions and container statuses go: they are most of a
-// pod's weight, and whoever needs them (a diagnosis) reads the pod from the API server.
+// and the node plugin read from their caches: its metadata (without managed fields), node,
+// phase and PodScheduled condition. The containers, volumes, other conditions and container
+// statuses go: they are most of a pod's weight, and whoever needs them (a diagnosis) reads the
+// pod from the API server.
 func StripMountpointPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -130,8 +131,24 @@ func StripMountpointPod(obj any) (any, error) {
 		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status:     corev1.PodStatus{Phase: pod.Status.Phase},
 	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+		}
+	}
 	out.ManagedFields = nil
 	return out, nil
+}
+
+// Unschedulable returns the scheduler's reason and message when pod cannot be scheduled
+// (condition PodScheduled False, reason Unschedulable), and false otherwise.
+func Unschedulable(pod *corev1.Pod) (string, bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Reason + ": " + c.Message, true
+		}
+	}
+	return "", false
 }
 
 // ParseExtraMetadata parses the labels (labels true) or annotations an operator adds to every

@@ -108,15 +108,19 @@ func TestStripMountpointPod(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "mp", Namespace: "mount-s3", Labels: map[string]string{"l": "v"},
 			Annotations: map[string]string{AnnotationNeedsUnmount: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
-		Spec:   corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "mountpoint"}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"}}},
+		Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "mountpoint"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "Ready"},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available: 1 Insufficient memory."}}},
 	}
 	out, _ := StripMountpointPod(pod)
 	p := out.(*corev1.Pod)
 	if p.Spec.NodeName != "node" || p.Status.Phase != corev1.PodRunning || p.Labels["l"] != "v" || p.Annotations[AnnotationNeedsUnmount] != "true" {
 		t.Errorf("lost a field the reconciler reads: %+v", p)
 	}
-	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 0 || p.ManagedFields != nil {
+	if why, stuck := Unschedulable(p); !stuck || why != "Unschedulable: 0/1 nodes are available: 1 Insufficient memory." {
+		t.Errorf("the scheduling condition was lost: %q %v", why, stuck)
+	}
+	if len(p.Spec.Containers) != 0 || len(p.Status.Conditions) != 1 || p.ManagedFields != nil {
 		t.Errorf("kept fields the reconciler never reads: %+v", p)
 	}
 	if pod.Spec.Containers == nil || pod.ManagedFields == nil {
@@ -159,5 +163,23 @@ func TestParseExtraMetadata(t *testing.T) {
 	// only the driver's as a label.
 	if _, err := ParseExtraMetadata("--mountpoint-annotations", `{"note":"any text, even this","app.kubernetes.io/component":"x"}`, false); err != nil {
 		t.Errorf("annotations refused: %v", err)
+	}
+}
+
+func TestUnschedulable(t *testing.T) {
+	pod := func(c ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: c}}
+	}
+	if _, stuck := Unschedulable(pod()); stuck {
+		t.Error("a pod without conditions is not stuck")
+	}
+	if _, stuck := Unschedulable(pod(corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})); stuck {
+		t.Error("a scheduled pod is not stuck")
+	}
+	if _, stuck := Unschedulable(pod(corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"})); stuck {
+		t.Error("a gated pod is not unschedulable")
+	}
+	if why, stuck := Unschedulable(pod(corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "taint"})); !stuck || why != "Unschedulable: taint" {
+		t.Errorf("Unschedulable = %q, %v", why, stuck)
 	}
 }

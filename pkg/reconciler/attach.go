@@ -392,16 +392,20 @@ func (r *Reconciler) reconcileMountpointPod(ctx context.Context, name string) (r
 		return reconcile.Result{}, nil
 	}
 	if pod.Status.Phase == corev1.PodSucceeded {
-		uid := pod.UID
-		if err := r.client.Delete(ctx, &pod, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
-		log.FromContext(ctx).Info("Deleted finished Mountpoint Pod", "mountpointPod", name)
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.deleteMountpointPod(ctx, &pod, "Deleted finished Mountpoint Pod")
 	}
 	var refs crdv2.MountpointS3PodAttachmentList
 	if err := r.client.List(ctx, &refs, client.MatchingFields{podcontract.IndexMountpointPod: name}); err != nil {
 		return reconcile.Result{}, err
+	}
+	if why, stuck := podcontract.Unschedulable(&pod); stuck {
+		if len(refs.Items) == 0 && pod.Spec.NodeName == "" && pod.Annotations[podcontract.AnnotationNeedsUnmount] != "" && pod.DeletionTimestamp == nil {
+			// Retired before the scheduler could place it: it never ran, so nothing is mounted
+			// and no node plugin will unmount it for it to end; without this it would stay
+			// Pending for ever.
+			return reconcile.Result{}, r.deleteMountpointPod(ctx, &pod, "Deleted a retired Mountpoint Pod that was never scheduled")
+		}
+		r.reportUnschedulable(ctx, &pod, refs.Items, why)
 	}
 	if len(refs.Items) > 0 || pod.Annotations[podcontract.AnnotationNeedsUnmount] != "" || pod.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
@@ -410,4 +414,41 @@ func (r *Reconciler) reconcileMountpointPod(ctx context.Context, name string) (r
 		return reconcile.Result{RequeueAfter: r.cfg.OrphanGrace - age}, nil
 	}
 	return reconcile.Result{}, r.retire(ctx, &pod, "no attachment references it")
+}
+
+// reportUnschedulable tells each workload waiting for the Mountpoint Pod pod (as the attachments
+// refs record it) that the scheduler cannot place it, and why, with a Warning Event on the
+// workload: its owner may not read the Mountpoint Pods' namespace, where the scheduler's own
+// FailedScheduling Events are. The workloads are found by a scan of the store (a stuck pod is
+// rare); the recorder aggregates repeats.
+func (r *Reconciler) reportUnschedulable(ctx context.Context, pod *corev1.Pod, refs []crdv2.MountpointS3PodAttachment, why string) {
+	waiting := map[types.UID]bool{}
+	for _, a := range refs {
+		for _, w := range a.Spec.MountpointS3PodAttachments[pod.Name] {
+			waiting[types.UID(w.WorkloadPodUID)] = true
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	pv := pod.Annotations[podcontract.AnnotationVolumeName]
+	for _, w := range r.workloads.withUIDs(waiting) {
+		if w.ended() {
+			continue
+		}
+		log.FromContext(ctx).Info("Mountpoint Pod cannot be scheduled", "mountpointPod", pod.Name, "pod", w.Namespace+"/"+w.Name, "why", why)
+		r.recorder.Eventf(w.ref(), nil, corev1.EventTypeWarning, ReasonUnschedulable, "Mount",
+			"Mountpoint Pod %s/%s for PersistentVolume %s cannot be scheduled: %s", pod.Namespace, pod.Name, pv, why)
+	}
+}
+
+// deleteMountpointPod deletes pod (this very pod: a UID precondition) and logs what, when it
+// was there to delete.
+func (r *Reconciler) deleteMountpointPod(ctx context.Context, pod *corev1.Pod, what string) error {
+	uid := pod.UID
+	if err := r.client.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).Info(what, "mountpointPod", pod.Name)
+	return nil
 }

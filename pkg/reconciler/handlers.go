@@ -112,11 +112,18 @@ func podChanged(old, cur *corev1.Pod) bool {
 	return old.Spec.NodeName != cur.Spec.NodeName || old.Status.Phase != cur.Status.Phase ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
 		old.Annotations[podcontract.AnnotationNeedsUnmount] != cur.Annotations[podcontract.AnnotationNeedsUnmount] ||
-		old.Annotations[podcontract.AnnotationNoNewWorkload] != cur.Annotations[podcontract.AnnotationNoNewWorkload]
+		old.Annotations[podcontract.AnnotationNoNewWorkload] != cur.Annotations[podcontract.AnnotationNoNewWorkload] ||
+		schedulingOf(old) != schedulingOf(cur)
 }
 
 // mountpointPodHandler handles the events of the manager's pod cache (the Mountpoint Pods'
 // namespace).
+// schedulingOf is what an Event about pod's scheduling would say ("" when it is not stuck).
+func schedulingOf(pod *corev1.Pod) string {
+	why, _ := podcontract.Unschedulable(pod)
+	return why
+}
+
 func (r *Reconciler) mountpointPodHandler() handler.TypedEventHandler[*corev1.Pod, Request] {
 	return handler.TypedFuncs[*corev1.Pod, Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*corev1.Pod], q queue) {
@@ -177,15 +184,31 @@ func (r *Reconciler) volumeHandler() handler.TypedEventHandler[*corev1.Persisten
 
 func (r *Reconciler) attachmentHandler() handler.TypedEventHandler[*crdv2.MountpointS3PodAttachment, Request] {
 	on := func(a *crdv2.MountpointS3PodAttachment, q queue) { r.enqueueKey(q, podcontract.KeyOf(a)) }
+	// A Mountpoint Pod the scheduler could not place before the attachment recording its
+	// workloads was written (the usual order) is examined again, so they hear why they wait;
+	// and again when the attachment goes, so that one retired unplaced is deleted.
+	stuck := func(ctx context.Context, a *crdv2.MountpointS3PodAttachment, q queue) {
+		for mp := range a.Spec.MountpointS3PodAttachments {
+			var pod corev1.Pod
+			if err := r.client.Get(ctx, types.NamespacedName{Namespace: r.cfg.MountpointPod.Namespace, Name: mp}, &pod); err == nil {
+				if _, unschedulable := podcontract.Unschedulable(&pod); unschedulable {
+					q.Add(Request{MountpointPod: mp})
+				}
+			}
+		}
+	}
 	return handler.TypedFuncs[*crdv2.MountpointS3PodAttachment, Request]{
-		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*crdv2.MountpointS3PodAttachment], q queue) {
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*crdv2.MountpointS3PodAttachment], q queue) {
 			on(e.Object, q)
+			stuck(ctx, e.Object, q)
 		},
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*crdv2.MountpointS3PodAttachment], q queue) {
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*crdv2.MountpointS3PodAttachment], q queue) {
 			on(e.ObjectNew, q)
+			stuck(ctx, e.ObjectNew, q)
 		},
-		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*crdv2.MountpointS3PodAttachment], q queue) {
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*crdv2.MountpointS3PodAttachment], q queue) {
 			on(e.Object, q)
+			stuck(ctx, e.Object, q) // one retired with it is deleted once nothing references it
 		},
 	}
 }

@@ -70,6 +70,7 @@ const (
 	ReasonVolumeMisconfigured   = "S3VolumeMisconfigured"
 	ReasonMountpointPodFailed   = "MountpointPodCreationFailed"
 	ReasonAttachmentWriteFailed = "MountpointAttachmentFailed"
+	ReasonUnschedulable         = "MountpointPodUnschedulable"
 )
 
 // Reconcile dispatches a request.

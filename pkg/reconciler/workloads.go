@@ -160,6 +160,17 @@ func (s *workloadStore) onNode(node string) []*workload {
 	return out
 }
 
+// withUIDs returns the workloads whose UID is in uids (read only), by a scan of the store.
+func (s *workloadStore) withUIDs(uids map[types.UID]bool) []*workload {
+	var out []*workload
+	for _, o := range s.informer.GetStore().List() {
+		if w, ok := o.(*workload); ok && uids[w.UID] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // get returns a workload by namespace and name (read only), or false.
 func (s *workloadStore) get(nn types.NamespacedName) (*workload, bool) {
 	obj, ok, err := s.informer.GetIndexer().GetByKey(nn.Namespace + "/" + nn.Name)

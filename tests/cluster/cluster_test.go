@@ -36,6 +36,7 @@ func TestCluster(t *testing.T) {
 		{"tenant-isolation-pod", func(t *testing.T) { testTenantIsolation(t, "pod") }},
 		{"mount-health-systemd", func(t *testing.T) { testMountHealth(t, "systemd") }},
 		{"mount-health-pod", func(t *testing.T) { testMountHealth(t, "pod") }},
+		{"mountpoint-pod-unplaceable", testUnplaceable},
 		{"controller-restart-burst", testControllerBurst},
 		{"drain", testDrain},
 		{"upgrade-rollback", testUpgradeRollback},

@@ -353,3 +353,37 @@ func TestMountpointPodResources(t *testing.T) {
 		t.Fatal("controller crashed")
 	}
 }
+
+// TestUnschedulableMountpointPodIsReported: when the scheduler cannot place a Mountpoint Pod,
+// each workload waiting for it gets a Warning Event naming the scheduler's reason (its owner
+// may not read the Mountpoint Pods' namespace). There is no scheduler here: the test writes the
+// condition the scheduler would.
+func TestUnschedulableMountpointPodIsReported(t *testing.T) {
+	e := newEnv(t)
+	_, claim := e.volume("big", volumeOpts{})
+	w := e.pod("w", e.node(1), nil, claim)
+	var mp corev1.Pod
+	harness.Eventually(t, 20*time.Second, func() string {
+		for _, p := range e.mountpointPods() {
+			if p.Labels[podcontract.LabelWorkloadUID] == string(w.UID) {
+				mp = p
+				return ""
+			}
+		}
+		return "no Mountpoint Pod yet"
+	})
+	mp.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: 1 Insufficient memory."}}
+	harness.Must(t, e.c.Status().Update(context.Background(), &mp))
+	e.expectEvent(w, reconciler.ReasonUnschedulable, "cannot be scheduled: Unschedulable: 0/1 nodes are available: 1 Insufficient memory.")
+
+	// The workload goes: the Mountpoint Pod, which never ran, is deleted, not left Pending.
+	e.deletePod(w)
+	harness.Eventually(t, 20*time.Second, func() string {
+		var p corev1.Pod
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(&mp), &p); err == nil {
+			return fmt.Sprintf("Mountpoint Pod %s still there (annotations %v)", p.Name, p.Annotations)
+		}
+		return ""
+	})
+}
