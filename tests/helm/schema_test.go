@@ -45,9 +45,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"Mountpoint Pod memory limit not a quantity", "mountpointPod:\n  resources:\n    limits:\n      memory: lots\n", []string{"/mountpointPod/resources/limits/memory"}},
 		{"Mountpoint Pod CPU request negative", "mountpointPod:\n  resources:\n    requests:\n      cpu: -1\n", []string{"/mountpointPod/resources/requests/cpu"}},
 		{"cache size limit not a quantity", "mountpointPod:\n  cacheSizeLimit: big\n", []string{"/mountpointPod/cacheSizeLimit"}},
-		{"Mountpoint Pod label of the driver", "mountpointPod:\n  labels:\n    s3.csi.scality.com/volume-name: x\n", []string{"/mountpointPod/labels"}},
+		// Helm's schema library names a wrong place for a propertyNames failure (another
+		// value's path), so the key it refused is what is checked.
+		{"Mountpoint Pod label of the driver", "mountpointPod:\n  labels:\n    s3.csi.scality.com/volume-name: x\n", []string{"invalid propertyName 's3.csi.scality.com/volume-name'"}},
 		{"Mountpoint Pod label value not a string", "mountpointPod:\n  labels:\n    team: 5\n", []string{"/mountpointPod/labels/team"}},
-		{"Mountpoint Pod annotation of the driver", "mountpointPod:\n  annotations:\n    s3.csi.scality.com/needs-unmount: \"true\"\n", []string{"/mountpointPod/annotations"}},
+		{"Mountpoint Pod annotation of the driver", "mountpointPod:\n  annotations:\n    s3.csi.scality.com/needs-unmount: \"true\"\n", []string{"invalid propertyName 's3.csi.scality.com/needs-unmount'"}},
 		{"Mountpoint Pod resource unknown", "mountpointPod:\n  resources:\n    requests:\n      gpu: 1\n", []string{"/mountpointPod/resources/requests", "additional properties 'gpu' not allowed"}},
 	}
 	dir := t.TempDir()
