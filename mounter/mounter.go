@@ -91,6 +91,11 @@ var ErrTargetInUse = errors.New("target path is already in use")
 // reached; the operation may succeed when retried.
 var ErrUnavailable = errors.New("mount backend unavailable")
 
+// ErrUnplaceable is wrapped when pod mode gives up on a volume because its Mountpoint Pod
+// could not be scheduled within the node plugin's fallback bound (--systemd-fallback-after):
+// the Router then mounts the volume through systemd mode, when the node has it.
+var ErrUnplaceable = errors.New("the Mountpoint Pod cannot be placed")
+
 // ErrInvalidRequest is wrapped when a request lacks what the implementation needs (for example
 // the workload pod UID in pod mode).
 var ErrInvalidRequest = errors.New("invalid mount request")

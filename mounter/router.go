@@ -25,6 +25,9 @@ type Router struct {
 	mode        func() mountmode.Mode
 	sourceRoot  string
 	table       mounttable.Table
+	// fellBack, when set, is told of each volume mounted through systemd mode because its
+	// Mountpoint Pod could not be placed (SetFallbackReport).
+	fellBack func(t Target, why error)
 }
 
 var _ Mounter = (*Router)(nil)
@@ -143,18 +146,23 @@ func (r *Router) impl(m mountmode.Mode) (Mounter, error) {
 // Mount routes a republish to the mode that made the existing mount, and a new mount to the
 // node's current mode. A target whose mount is gone (a node reboot, say) but which a mode still
 // records is that mode's: the workload keeps its mode for its whole life, and no second mode
-// starts recording the same target.
+// starts recording the same target. A new pod-mode mount whose Mountpoint Pod cannot be placed
+// (ErrUnplaceable, only with the node plugin's fallback on) is mounted through systemd mode
+// when the node has it.
 func (r *Router) Mount(ctx context.Context, req Request) error {
 	m, mounted, err := r.Classify(req.Target)
 	if err != nil {
 		return err
 	}
+	fresh := false // neither mounted nor recorded: the node's mode, or the fallback, decides
 	if !mounted {
 		m = r.mode()
-		if rec := r.recordedBy(req.Target); rec != "" && rec != m {
+		rec := r.recordedBy(req.Target)
+		if rec != "" && rec != m {
 			klog.V(2).InfoS("Target has no mount but a record of another mode; mounting it in that mode", "target", req.Target, "mode", rec, "nodeMode", m)
 			m = rec
 		}
+		fresh = rec == ""
 	} else if r.legacyAlone(m) {
 		return r.mountLegacy(ctx, req)
 	}
@@ -162,8 +170,32 @@ func (r *Router) Mount(ctx context.Context, req Request) error {
 	if err != nil {
 		return err
 	}
-	return impl.Mount(ctx, req)
+	err = impl.Mount(ctx, req)
+	if m == mountmode.Pod && fresh && errors.Is(err, ErrUnplaceable) && r.systemd != nil {
+		return r.fallBack(ctx, req, err)
+	}
+	return err
 }
+
+// fallBack mounts through systemd mode a new volume whose Mountpoint Pod pod mode gave up on
+// (why wraps ErrUnplaceable; pod mode left nothing for the target). Systemd mode then records
+// the target, so it stays in systemd mode for its workload's life (republish, repair, reboot:
+// see Mount); the workload's next incarnation gets the node's mode again. The controller
+// detaches a Running workload from a Mountpoint Pod that was never scheduled, so that pod goes.
+func (r *Router) fallBack(ctx context.Context, req Request, why error) error {
+	klog.InfoS("Mountpoint Pod cannot be placed; mounting through systemd mode", "target", req.Target, "pv", req.PVName, "pod", req.WorkloadNamespace+"/"+req.WorkloadPodName, "why", why.Error())
+	if err := r.systemd.Mount(ctx, req); err != nil {
+		return fmt.Errorf("%w; the fallback to systemd mode failed too: %w", why, err)
+	}
+	if r.fellBack != nil {
+		r.fellBack(req.PublishedTarget(), why)
+	}
+	return nil
+}
+
+// SetFallbackReport sets f to be told of each volume mounted through systemd mode because its
+// Mountpoint Pod could not be placed (after Mount returned; call before serving).
+func (r *Router) SetFallbackReport(f func(t Target, why error)) { r.fellBack = f }
 
 // holds reports whether impl keeps state for target: a record, or leftovers of an interrupted
 // publish.

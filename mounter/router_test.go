@@ -221,3 +221,87 @@ func TestRouterUnmountClearsOtherModes(t *testing.T) {
 		t.Errorf("records left after the unpublish: systemd %v, pod %v", sys.Recorded(target), pod.Recorded(target))
 	}
 }
+
+// TestRouterFallsBackToSystemd: a new pod-mode mount whose Mountpoint Pod cannot be placed
+// (ErrUnplaceable) is mounted through systemd mode and reported; the target then stays systemd
+// mode's (a republish after its mount died goes to systemd mode, even on a pod-mode node); a
+// target pod mode records never falls back, nor does any other pod-mode error, nor a node
+// without systemd mode.
+func TestRouterFallsBackToSystemd(t *testing.T) {
+	dir := t.TempDir()
+	info := filepath.Join(dir, "mountinfo")
+	if err := os.WriteFile(info, []byte("1 0 8:1 / / rw - ext4 /dev/vda rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := func(n string) string {
+		p := filepath.Join(dir, "pods", n, "mount")
+		must(t, os.MkdirAll(p, 0o755))
+		return p
+	}
+	unplaceable := fmt.Errorf("%w: Mountpoint Pod mount-s3/mp-1 has not been scheduled for 30s: Unschedulable: 0/1 nodes are available", mounter.ErrUnplaceable)
+	sys, pod := &recorder{}, &recorder{}
+	podErr := unplaceable
+	pod.MountHook = func(context.Context, mounter.Request) error { return podErr }
+	r := mounter.NewRouterWithTable(sys, pod, nil, func() mountmode.Mode { return mountmode.Pod }, filepath.Join(dir, "mnt"), info)
+	var reported []string
+	r.SetFallbackReport(func(tg mounter.Target, why error) {
+		reported = append(reported, tg.Path+": "+why.Error())
+	})
+	ctx := context.Background()
+
+	a := mounter.Request{VolumeID: "v", Target: target("a"), PVName: "pv", WorkloadPodUID: "uid-a"}
+	must(t, r.Mount(ctx, a))
+	if _, ok := sys.Mounted(a.Target); !ok {
+		t.Fatalf("not mounted through systemd mode; systemd calls %v", sys.Calls())
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0], "has not been scheduled") {
+		t.Errorf("fallback reports %q, want one naming the scheduler's refusal", reported)
+	}
+	// The mount died (nothing in the table), the node is still in pod mode, the pod would now
+	// be placed: the republish stays in systemd mode.
+	podErr = nil
+	must(t, r.Mount(ctx, a))
+	if calls := pod.Calls(); len(calls) != 0 {
+		t.Errorf("pod mode got %v for a target systemd mode records", calls)
+	}
+
+	// A target pod mode records keeps pod mode: no fallback, the error is returned.
+	b := mounter.Request{VolumeID: "v", Target: target("b"), PVName: "pv", WorkloadPodUID: "uid-b"}
+	must(t, pod.Mount(ctx, b))
+	podErr = unplaceable
+	if err := r.Mount(ctx, b); !errors.Is(err, mounter.ErrUnplaceable) {
+		t.Errorf("republish of a pod-mode target: %v, want ErrUnplaceable", err)
+	}
+	if _, ok := sys.Mounted(b.Target); ok {
+		t.Error("a target pod mode records fell back to systemd mode")
+	}
+
+	// Any other pod-mode error is returned as is.
+	podErr = fmt.Errorf("%w: the Kubernetes API does not answer", mounter.ErrUnavailable)
+	c := mounter.Request{VolumeID: "v", Target: target("c"), PVName: "pv", WorkloadPodUID: "uid-c"}
+	if err := r.Mount(ctx, c); !errors.Is(err, mounter.ErrUnavailable) {
+		t.Errorf("pod-mode failure: %v, want it returned", err)
+	}
+	if _, ok := sys.Mounted(c.Target); ok {
+		t.Error("an ordinary pod-mode failure fell back to systemd mode")
+	}
+
+	// A failed fallback names both failures.
+	podErr = unplaceable
+	sys.MountHook = func(context.Context, mounter.Request) error {
+		return fmt.Errorf("%w: systemd did not answer", mounter.ErrUnavailable)
+	}
+	err := r.Mount(ctx, c)
+	if !errors.Is(err, mounter.ErrUnplaceable) || !errors.Is(err, mounter.ErrUnavailable) || !strings.Contains(err.Error(), "fallback to systemd mode failed") {
+		t.Errorf("failed fallback: %v", err)
+	}
+
+	// Without systemd mode on the node, the refusal is returned.
+	r2 := mounter.NewRouterWithTable(nil, pod, map[mountmode.Mode]string{mountmode.Systemd: "off"}, func() mountmode.Mode { return mountmode.Pod }, filepath.Join(dir, "mnt"), info)
+	if err := r2.Mount(ctx, mounter.Request{VolumeID: "v", Target: target("d"), PVName: "pv", WorkloadPodUID: "uid-d"}); !errors.Is(err, mounter.ErrUnplaceable) {
+		t.Errorf("no systemd mode: %v, want ErrUnplaceable", err)
+	}
+	if len(reported) != 1 {
+		t.Errorf("fallback reports %q, want only the first", reported)
+	}
+}

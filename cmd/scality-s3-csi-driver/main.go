@@ -34,6 +34,10 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
+// maxFallbackAfter bounds --systemd-fallback-after: kubelet gives a publish 2 minutes, and the
+// systemd mount that follows the wait needs the rest.
+const maxFallbackAfter = 90 * time.Second
+
 type options struct {
 	endpoint            string
 	nodeID              string
@@ -55,6 +59,7 @@ type options struct {
 	podSweepInterval    time.Duration
 	apiTimeout          time.Duration
 	attachmentWait      time.Duration
+	fallbackAfter       time.Duration
 	podMounter          bool
 	systemdMounter      bool
 	healthAddress       string
@@ -100,6 +105,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.mountpointNamespace, "mountpoint-namespace", "mount-s3", "node mode: namespace of the Mountpoint Pods")
 	fs.DurationVar(&o.podSweepInterval, "pod-sweep-interval", 2*time.Minute, "node mode: how often shared pod-mode mounts are checked for retirement and leftovers")
 	fs.DurationVar(&o.apiTimeout, "api-timeout", 30*time.Second, "node mode: how long start-up waits for the Kubernetes informers before pod mode is declared unavailable")
+	fs.DurationVar(&o.fallbackAfter, "systemd-fallback-after", 0, "node mode: mount a new pod-mode volume through systemd mode when its Mountpoint Pod has been unschedulable this long (the volume then stays in systemd mode until its workload is recreated); 0: off. Needs systemd mode on the node, and less than kubelet's 2-minute publish deadline")
 	fs.DurationVar(&o.attachmentWait, "attachment-wait", pod.DefaultAttachmentWait, "node mode: how long a pod-mode publish waits for the controller to attach its workload to a Mountpoint Pod before it fails (kubelet retries; a publish of a deleted pod thus stops holding the volume)")
 	fs.BoolVar(&o.podMounter, "pod-mounter", true, "node mode: run pod mode (attachment and Mountpoint Pod informers, the pod unmounter); false on clusters where no node uses pod mode, so the plugin needs no access to Mountpoint Pods")
 	fs.BoolVar(&o.systemdMounter, "systemd-mounter", true, "node mode: run systemd mode (mount-s3 as transient units over --systemd-socket); false on clusters where no node uses systemd mode, so the plugin never dials systemd")
@@ -166,6 +172,9 @@ func (o *options) validate() error {
 	}
 	if o.podSweepInterval <= 0 || o.apiTimeout <= 0 || o.healthTimeout <= 0 || o.healthInterval < 0 || o.attachmentWait <= 0 {
 		errs = append(errs, errors.New("--pod-sweep-interval, --api-timeout, --attachment-wait and --health-timeout must be positive, --health-check-interval not negative"))
+	}
+	if o.fallbackAfter < 0 || o.fallbackAfter > maxFallbackAfter {
+		errs = append(errs, fmt.Errorf("--systemd-fallback-after must be between 0 (off) and %v (kubelet ends a publish after 2 minutes, and the systemd mount needs the rest), not %v", maxFallbackAfter, o.fallbackAfter))
 	}
 	if o.probesPerCheck < 0 {
 		errs = append(errs, fmt.Errorf("--health-probes-per-check must not be negative, not %d (0 probes every mount-s3 at every check)", o.probesPerCheck))
@@ -258,6 +267,7 @@ func run(ctx context.Context, o options) error {
 		PodSweepInterval:      o.podSweepInterval,
 		APITimeout:            o.apiTimeout,
 		AttachmentWait:        o.attachmentWait,
+		SystemdFallbackAfter:  o.fallbackAfter,
 		DisablePodMode:        !o.podMounter,
 		DisableSystemdMode:    !o.systemdMounter,
 		HealthAddress:         o.healthAddress,

@@ -42,6 +42,9 @@ type Cluster struct {
 	// running to its own deadline (2 minutes), holding every other operation on the volume
 	// meanwhile. Past it kubelet retries (after half a second at first) if the pod still exists.
 	attachmentWait time.Duration
+	// unplaceableAfter, when positive, ends a wait with mounter.ErrUnplaceable once the
+	// workload's Mountpoint Pod has been unschedulable that long (the fallback to systemd).
+	unplaceableAfter time.Duration
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every relevant event
@@ -51,8 +54,10 @@ type Cluster struct {
 // NewCluster returns a Cluster for node, watching Mountpoint Pods in namespace. The attachment
 // informer is restricted to the node with the CRD's selectable field spec.nodeName when the API
 // server supports it (Kubernetes >= 1.31); otherwise it caches all attachments. A publish waits
-// at most attachmentWait (DefaultAttachmentWait when zero) for its workload's attachment.
-func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string, attachmentWait time.Duration) (*Cluster, error) {
+// at most attachmentWait (DefaultAttachmentWait when zero) for its workload's attachment, and,
+// when unplaceableAfter is positive, at most that long for a Mountpoint Pod the scheduler
+// cannot place (counted from the scheduler's first refusal).
+func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string, attachmentWait, unplaceableAfter time.Duration) (*Cluster, error) {
 	if attachmentWait <= 0 {
 		attachmentWait = DefaultAttachmentWait
 	}
@@ -87,7 +92,8 @@ func NewCluster(ctx context.Context, cfg *rest.Config, node, namespace string, a
 	if err := podcontract.IndexAttachments(ctx, c, podcontract.IndexWorkloadUID); err != nil {
 		return nil, err
 	}
-	return &Cluster{node: node, namespace: namespace, cache: c, api: api, changed: make(chan struct{}), attachmentWait: attachmentWait}, nil
+	return &Cluster{node: node, namespace: namespace, cache: c, api: api, changed: make(chan struct{}), attachmentWait: attachmentWait,
+		unplaceableAfter: unplaceableAfter}, nil
 }
 
 // OnMountpointPod registers f to run on every add, update (pod set) or delete (pod nil) of one of
@@ -188,12 +194,18 @@ const DefaultAttachmentWait = 30 * time.Second
 
 // WaitForMountpointPod waits until the controller has attached the workload's volume to a
 // Mountpoint Pod on this node and that pod is Running, and returns the pod. It waits for the
-// attachment at most the Cluster's attachment wait, and for the pod until ctx ends. When a wait ends first the
-// error says exactly what is missing: the attachment (look at the controller), or the pod and
-// why it is not running (unschedulable, image pull, ...).
+// attachment at most the Cluster's attachment wait, for a pod the scheduler cannot place at
+// most the Cluster's unplaceable bound (when set; the error then wraps mounter.ErrUnplaceable),
+// and otherwise until ctx ends. When a wait ends first the error says exactly what is missing:
+// the attachment (look at the controller), or the pod and why it is not running
+// (unschedulable, image pull, ...).
 func (c *Cluster) WaitForMountpointPod(ctx context.Context, workloadUID, pvName, volumeID string) (*corev1.Pod, error) {
 	attachBy := time.NewTimer(c.attachmentWait)
 	defer attachBy.Stop()
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
+	var checkAt time.Time // when to ask the API about a pod on no node again
 	for {
 		next := c.wait() // before reading, so no event is missed
 		name, err := c.findAttachment(ctx, workloadUID, pvName, volumeID)
@@ -208,6 +220,21 @@ func (c *Cluster) WaitForMountpointPod(ctx context.Context, workloadUID, pvName,
 			if pod != nil && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
 				return pod, nil
 			}
+			if pod == nil && c.unplaceableAfter > 0 && !time.Now().Before(checkAt) {
+				// Not on this node (yet), and the cache holds only this node's pods: ask the API
+				// whether the scheduler refused it: every unplacedRecheck until it has, then when
+				// the bound is reached.
+				left, why, stuck := c.unplaceableFor(ctx, name)
+				if stuck && left <= 0 {
+					return nil, fmt.Errorf("%w: Mountpoint Pod %s/%s for PersistentVolume %s has not been scheduled for %v: %s",
+						mounter.ErrUnplaceable, c.namespace, name, pvName, c.unplaceableAfter, why)
+				}
+				if !stuck {
+					left = unplacedRecheck
+				}
+				checkAt = time.Now().Add(left)
+				recheck.Reset(left)
+			}
 		}
 		var attachExpired <-chan time.Time
 		if name == "" {
@@ -215,12 +242,40 @@ func (c *Cluster) WaitForMountpointPod(ctx context.Context, workloadUID, pvName,
 		}
 		select {
 		case <-next:
+		case <-recheck.C:
 		case <-attachExpired:
 			return nil, fmt.Errorf("%w (%w): %s", context.DeadlineExceeded, errNotReady, c.diagnose(name, workloadUID, pvName))
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (%w): %s", ctx.Err(), errNotReady, c.diagnose(name, workloadUID, pvName))
 		}
 	}
+}
+
+// unplacedRecheck is how often a wait with an unplaceable bound asks the API about a Mountpoint
+// Pod that is on no node yet.
+const unplacedRecheck = 2 * time.Second
+
+// unplaceableFor reads Mountpoint Pod name from the API and reports, when the scheduler has
+// refused it (it is on no node), how much of the unplaceable bound is left and the scheduler's
+// reason. A pod that cannot be read counts as not refused: the wait goes on.
+func (c *Cluster) unplaceableFor(ctx context.Context, name string) (time.Duration, string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	defer cancel()
+	var pod corev1.Pod
+	if err := c.api.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &pod); err != nil {
+		if !apierrors.IsNotFound(err) {
+			klog.V(2).InfoS("Mountpoint Pod not read", "mountpointPod", name, "err", err)
+		}
+		return 0, "", false
+	}
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		return 0, "", false
+	}
+	why, since, stuck := podcontract.UnschedulableSince(&pod)
+	if !stuck {
+		return 0, "", false
+	}
+	return c.unplaceableAfter - time.Since(since), why, true
 }
 
 // diagnose explains why a workload's Mountpoint Pod is not usable, reading the API directly.

@@ -75,6 +75,8 @@ func codeOf(err error) codes.Code {
 		return codes.AlreadyExists
 	case errors.Is(err, mounter.ErrUnavailable):
 		return codes.Unavailable
+	case errors.Is(err, mounter.ErrUnplaceable):
+		return codes.ResourceExhausted
 	// Dynamic provisioning: the Controller service and pkg/s3.
 	case errors.Is(err, errVolumeBusy), errors.Is(err, s3.ErrNotEmptied):
 		return codes.Aborted

@@ -15,6 +15,10 @@ import (
 // The node plugin reports what happens to a workload's mount on the workload pod.
 // (The events create/patch permission comes from pkg/nodemode's RBAC marker.)
 
+// ReasonSystemdFallback is the Warning Event on a workload whose volume was mounted through
+// systemd mode because its Mountpoint Pod could not be placed (--systemd-fallback-after).
+const ReasonSystemdFallback = "MountedThroughSystemd"
+
 // podEvents records Events on workload pods (the mount monitor's Recorder).
 type podEvents struct {
 	recorder record.EventRecorder

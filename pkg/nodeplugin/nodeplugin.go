@@ -36,6 +36,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/pkg/podrestart"
 	"github.com/s3csi/s3-csi-driver/pkg/registration"
+	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
@@ -77,6 +78,10 @@ type Config struct {
 	// AttachmentWait bounds how long a pod-mode publish waits for the controller to attach its
 	// workload before it fails and kubelet retries (pod.DefaultAttachmentWait when zero).
 	AttachmentWait time.Duration
+	// SystemdFallbackAfter, when positive and systemd mode works on this node, mounts a new
+	// pod-mode volume through systemd mode once its Mountpoint Pod has been unschedulable that
+	// long (mounter.ErrUnplaceable); 0 turns the fallback off.
+	SystemdFallbackAfter time.Duration
 	// DisablePodMode leaves pod mode out entirely (no informers on attachments or Mountpoint
 	// Pods, no pod unmounter): for clusters where no node uses it. Publishing on a node whose
 	// mode is pod then fails with Unavailable.
@@ -173,7 +178,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		if cfg.DisablePodMode {
 			unavailable[mountmode.Pod] = "pod mode is disabled on this node plugin (--pod-mounter=false: Helm mounter.modesInUse lacks pod)"
-		} else if pm, err = startPodMode(ctx, cfg, health, monitor.Trigger); err != nil {
+		} else if pm, err = startPodMode(ctx, cfg, health, monitor.Trigger, fallbackAfter(cfg, sm != nil)); err != nil {
 			klog.ErrorS(err, "Pod mode is unavailable on this node; systemd mode still works")
 			unavailable[mountmode.Pod] = err.Error()
 		}
@@ -234,6 +239,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stopEvents()
 		monitor.SetRecorder(recorder)
+		router.SetFallbackReport(func(t mounter.Target, why error) {
+			recorder.Event(t, true, ReasonSystemdFallback, fmt.Sprintf("PersistentVolume %s is mounted through systemd mode: %s. It stays in systemd mode until this pod is recreated.",
+				t.PVName, safetext.Escape(why.Error())))
+		})
 		if cfg.RestartPods {
 			cs, err := kubernetes.NewForConfig(cfg.Kube)
 			if err != nil {
@@ -317,10 +326,25 @@ func startModeWatcher(ctx context.Context, cfg Config) (*nodemode.Watcher, error
 	}
 }
 
-func startPodMode(ctx context.Context, cfg Config, health *mounthealth.Checker, changed func()) (*pod.Mounter, error) {
+// fallbackAfter is the bound after which a pod-mode publish falls back to systemd mode: 0 when
+// the fallback is off or systemd mode does not work on this node.
+func fallbackAfter(cfg Config, systemdWorks bool) time.Duration {
+	if cfg.SystemdFallbackAfter <= 0 {
+		return 0
+	}
+	if !systemdWorks {
+		klog.InfoS("The fallback to systemd mode is on but systemd mode does not work on this node: unschedulable Mountpoint Pods are waited for", "systemdFallbackAfter", cfg.SystemdFallbackAfter)
+		return 0
+	}
+	return cfg.SystemdFallbackAfter
+}
+
+// startPodMode starts pod mode; a positive fallbackAfter ends a publish waiting for an
+// unschedulable Mountpoint Pod after that long with mounter.ErrUnplaceable.
+func startPodMode(ctx context.Context, cfg Config, health *mounthealth.Checker, changed func(), fallbackAfter time.Duration) (*pod.Mounter, error) {
 	sctx, cancel := context.WithTimeout(ctx, cfg.APITimeout)
 	defer cancel()
-	cluster, err := pod.NewCluster(sctx, cfg.Kube, cfg.NodeID, cfg.MountpointNamespace, cfg.AttachmentWait)
+	cluster, err := pod.NewCluster(sctx, cfg.Kube, cfg.NodeID, cfg.MountpointNamespace, cfg.AttachmentWait, fallbackAfter)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -117,7 +118,8 @@ const MountpointPodLabel = LabelDriverVersion
 
 // StripMountpointPod is an informer transform keeping of a Mountpoint Pod what the controller
 // and the node plugin read from their caches: its metadata (without managed fields), node,
-// phase and PodScheduled condition. The containers, volumes, other conditions and container
+// phase and PodScheduled condition (with its transition time: how long a pod has been
+// unschedulable decides the node plugin's fallback to systemd mode). The containers, volumes, other conditions and container
 // statuses go: they are most of a pod's weight, and whoever needs them (a diagnosis) reads the
 // pod from the API server.
 func StripMountpointPod(obj any) (any, error) {
@@ -133,7 +135,7 @@ func StripMountpointPod(obj any) (any, error) {
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
-			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime}}
 		}
 	}
 	out.ManagedFields = nil
@@ -143,12 +145,23 @@ func StripMountpointPod(obj any) (any, error) {
 // Unschedulable returns the scheduler's reason and message when pod cannot be scheduled
 // (condition PodScheduled False, reason Unschedulable), and false otherwise.
 func Unschedulable(pod *corev1.Pod) (string, bool) {
+	why, _, ok := UnschedulableSince(pod)
+	return why, ok
+}
+
+// UnschedulableSince is Unschedulable with the time the scheduler first found pod unschedulable
+// (the condition's transition time; the pod's creation when the condition has none).
+func UnschedulableSince(pod *corev1.Pod) (string, time.Time, bool) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return c.Reason + ": " + c.Message, true
+			since := c.LastTransitionTime.Time
+			if since.IsZero() {
+				since = pod.CreationTimestamp.Time
+			}
+			return c.Reason + ": " + c.Message, since, true
 		}
 	}
-	return "", false
+	return "", time.Time{}, false
 }
 
 // ParseExtraMetadata parses the labels (labels true) or annotations an operator adds to every

@@ -27,7 +27,9 @@ type plan map[string][]crdv2.WorkloadAttachment
 
 // reconcileKey brings one key's attachment and Mountpoint Pods in line with its workloads:
 //  1. drop workloads that ended or no longer belong to the key;
-//  2. drop Mountpoint Pods that vanished or finished (their waiting workloads are re-placed);
+//  2. drop Mountpoint Pods that vanished or finished (their waiting workloads are re-placed),
+//     and running workloads from Mountpoint Pods never scheduled (their node fell back to
+//     systemd mode);
 //  3. retire Mountpoint Pods left without workloads (annotation needs-unmount);
 //  4. place new workloads on a shareable Mountpoint Pod, creating one when none is;
 //  5. write the attachment once (create, update or delete), merging duplicates into it.
@@ -77,6 +79,17 @@ func (r *Reconciler) reconcileKey(ctx context.Context, key podcontract.Key) (rec
 			continue
 		}
 		pods[mp] = pod
+		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+			// Never placed, yet workloads attached to it run: their node mounted the volume
+			// another way (its fallback to systemd mode) and no longer waits for this pod.
+			before := len(p[mp])
+			p[mp] = slices.DeleteFunc(p[mp], func(w crdv2.WorkloadAttachment) bool {
+				return desired[w.WorkloadPodUID].Phase == corev1.PodRunning
+			})
+			if n := before - len(p[mp]); n > 0 {
+				logger.Info("Workloads run without their unscheduled Mountpoint Pod (mounted another way); detaching them", "mountpointPod", mp, "workloads", n)
+			}
+		}
 		if len(p[mp]) == 0 {
 			if err := r.retire(ctx, pod, "no workload left"); err != nil {
 				return reconcile.Result{}, err

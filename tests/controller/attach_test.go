@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -362,19 +363,8 @@ func TestUnschedulableMountpointPodIsReported(t *testing.T) {
 	e := newEnv(t)
 	_, claim := e.volume("big", volumeOpts{})
 	w := e.pod("w", e.node(1), nil, claim)
-	var mp corev1.Pod
-	harness.Eventually(t, 20*time.Second, func() string {
-		for _, p := range e.mountpointPods() {
-			if p.Labels[podcontract.LabelWorkloadUID] == string(w.UID) {
-				mp = p
-				return ""
-			}
-		}
-		return "no Mountpoint Pod yet"
-	})
-	mp.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		Message: "0/1 nodes are available: 1 Insufficient memory."}}
-	harness.Must(t, e.c.Status().Update(context.Background(), &mp))
+	mp := e.mountpointPodOf(w)
+	e.refuseScheduling(&mp)
 	e.expectEvent(w, reconciler.ReasonUnschedulable, "cannot be scheduled: Unschedulable: 0/1 nodes are available: 1 Insufficient memory.")
 
 	// The workload goes: the Mountpoint Pod, which never ran, is deleted, not left Pending.
@@ -385,5 +375,71 @@ func TestUnschedulableMountpointPodIsReported(t *testing.T) {
 			return fmt.Sprintf("Mountpoint Pod %s still there (annotations %v)", p.Name, p.Annotations)
 		}
 		return ""
+	})
+}
+
+// mountpointPodOf waits for the Mountpoint Pod the controller creates for workload w.
+func (e *env) mountpointPodOf(w *corev1.Pod) corev1.Pod {
+	e.t.Helper()
+	var mp corev1.Pod
+	harness.Eventually(e.t, 20*time.Second, func() string {
+		for _, p := range e.mountpointPods() {
+			if p.Labels[podcontract.LabelWorkloadUID] == string(w.UID) {
+				mp = p
+				return ""
+			}
+		}
+		return "no Mountpoint Pod for " + w.Name + " yet"
+	})
+	return mp
+}
+
+// refuseScheduling sets the condition the scheduler sets on a pod it cannot place.
+func (e *env) refuseScheduling(mp *corev1.Pod) {
+	e.t.Helper()
+	mp.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/1 nodes are available: 1 Insufficient memory.", LastTransitionTime: metav1.Now()}}
+	harness.Must(e.t, e.c.Status().Update(context.Background(), mp))
+}
+
+// TestRunningWorkloadLeavesUnscheduledMountpointPod: a workload that runs while its Mountpoint
+// Pod was never scheduled had its volume mounted another way (its node's fallback to systemd
+// mode): it is detached, and the Mountpoint Pod, left without workloads and never run, is
+// deleted. A running workload of a scheduled Mountpoint Pod stays attached.
+func TestRunningWorkloadLeavesUnscheduledMountpointPod(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, claim := e.volume("fallback", volumeOpts{})
+	_, claim2 := e.volume("placed", volumeOpts{})
+	w := e.pod("w", e.node(1), nil, claim)
+	placed := e.pod("placed", e.node(1), nil, claim2)
+	mp := e.mountpointPodOf(w)
+	mp2 := e.mountpointPodOf(placed)
+	e.refuseScheduling(&mp)
+	e.expectEvent(w, reconciler.ReasonUnschedulable, "cannot be scheduled")
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: mp2.Name, Namespace: mp2.Namespace}, Target: corev1.ObjectReference{Kind: "Node", Name: e.node(1)}}
+	harness.Must(t, e.c.SubResource("binding").Create(ctx, &mp2, binding))
+
+	e.setPhase(w, corev1.PodRunning)
+	e.setPhase(placed, corev1.PodRunning)
+	harness.Eventually(t, 20*time.Second, func() string {
+		var p corev1.Pod
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(&mp), &p); err == nil {
+			return fmt.Sprintf("unscheduled Mountpoint Pod %s still there (annotations %v)", p.Name, p.Annotations)
+		}
+		for _, a := range e.attachments() {
+			if a.Spec.MountpointS3PodAttachments[mp.Name] != nil {
+				return fmt.Sprintf("attachment %s still names %s: %v", a.Name, mp.Name, workloadsOf(a))
+			}
+		}
+		return ""
+	})
+	consistently(t, 2*time.Second, func() string {
+		for _, a := range e.attachments() {
+			if ws := a.Spec.MountpointS3PodAttachments[mp2.Name]; len(ws) == 1 && ws[0].WorkloadPodUID == string(placed.UID) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("the running workload of the scheduled Mountpoint Pod %s was detached: %v", mp2.Name, e.attachments())
 	})
 }

@@ -15,6 +15,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // MountpointKubelet plays the scheduler and the kubelet of one node for Mountpoint Pods: it binds
@@ -33,6 +35,8 @@ type MountpointKubelet struct {
 	procs  map[string]*Process // by pod name
 	starts map[string]int      // process starts by pod name
 	paused bool
+	// refuse, when set, is the scheduler's message for Mountpoint Pods it cannot place.
+	refuse string
 	// container replaces scality-csi-mounter for pods started from now on ("" = the real one).
 	container string
 	cache     cache.Cache
@@ -56,6 +60,16 @@ func (mk *MountpointKubelet) SetPaused(paused bool) {
 	for i := range pods.Items {
 		mk.work <- client.ObjectKeyFromObject(&pods.Items[i])
 	}
+}
+
+// RefuseScheduling makes the scheduler side refuse new Mountpoint Pods of the node with
+// message (condition PodScheduled False, reason Unschedulable, as kube-scheduler sets it);
+// "" places them again, looking at every pod again.
+func (mk *MountpointKubelet) RefuseScheduling(message string) {
+	mk.mu.Lock()
+	mk.refuse = message
+	mk.mu.Unlock()
+	mk.SetPaused(false)
 }
 
 // SetContainer makes Mountpoint Pods started from now on run the executable at path instead of
@@ -169,12 +183,21 @@ func (mk *MountpointKubelet) sync(ctx context.Context, c cache.Cache, nn types.N
 		return
 	}
 	mk.mu.Lock()
-	paused := mk.paused
+	paused, refuse := mk.paused, mk.refuse
 	mk.mu.Unlock()
 	if paused {
 		return
 	}
 	switch {
+	case pod.Spec.NodeName == "" && pinnedNode(&pod) == mk.Node && refuse != "":
+		if _, refused := podcontract.Unschedulable(&pod); refused {
+			return
+		}
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: refuse, LastTransitionTime: metav1.Now()})
+		if err := mk.k.Client.Status().Update(ctx, &pod); err != nil && !apierrors.IsConflict(err) {
+			mk.t.Logf("kubelet %s: refuse %s: %v", mk.Node, pod.Name, err)
+		}
 	case pod.Spec.NodeName == "" && pinnedNode(&pod) == mk.Node: // schedule it
 		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}, Target: corev1.ObjectReference{Kind: "Node", Name: mk.Node}}
 		if err := mk.k.Client.SubResource("binding").Create(ctx, &pod, b); err != nil && !apierrors.IsConflict(err) {
