@@ -37,6 +37,7 @@ func TestCluster(t *testing.T) {
 		{"mount-health-systemd", func(t *testing.T) { testMountHealth(t, "systemd") }},
 		{"mount-health-pod", func(t *testing.T) { testMountHealth(t, "pod") }},
 		{"mountpoint-pod-unplaceable", testUnplaceable},
+		{"fallback-to-systemd", testFallback},
 		{"controller-restart-burst", testControllerBurst},
 		{"drain", testDrain},
 		{"upgrade-rollback", testUpgradeRollback},
