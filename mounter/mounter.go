@@ -7,6 +7,7 @@ package mounter
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
@@ -135,4 +136,19 @@ type Repairer interface {
 	// live mount, or a target it has no record of, is left alone. Mount's rules apply: on
 	// success the new mount answers.
 	Repair(ctx context.Context, target string) (bool, error)
+}
+
+// Ending is how a mount's mount-s3 ended, as far as its mode can tell (EndReporter).
+type Ending struct {
+	// OOMKilled is true when the kernel's OOM killer ended it (a memory limit, or the node's
+	// memory).
+	OOMKilled bool
+	// Detail says which daemon and at what limit, for people (an Event).
+	Detail string
+}
+
+// EndReporter is implemented by a mount mode that can tell how the mount-s3 of a target it
+// records ended (the zero Ending when it cannot), for a death noticed at since.
+type EndReporter interface {
+	HowItEnded(ctx context.Context, target string, since time.Time) Ending
 }

@@ -166,8 +166,18 @@ func (c *Cluster) findAttachment(ctx context.Context, workloadUID, pvName, volum
 
 // MountpointPod returns one of this node's Mountpoint Pods from the cache (nil when absent).
 func (c *Cluster) MountpointPod(ctx context.Context, name string) (*corev1.Pod, error) {
+	return c.getPod(ctx, c.cache, name)
+}
+
+// ReadMountpointPod reads one Mountpoint Pod whole from the API server (nil when absent).
+func (c *Cluster) ReadMountpointPod(ctx context.Context, name string) (*corev1.Pod, error) {
+	return c.getPod(ctx, c.api, name)
+}
+
+// getPod reads Mountpoint Pod name from r (nil when absent).
+func (c *Cluster) getPod(ctx context.Context, r client.Reader, name string) (*corev1.Pod, error) {
 	var p corev1.Pod
-	if err := c.cache.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &p); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

@@ -22,6 +22,9 @@ type mountpointPods interface {
 	WaitForMountpointPod(ctx context.Context, workloadUID, pvName, volumeID string) (*corev1.Pod, error)
 	// MountpointPod returns one of this node's Mountpoint Pods (nil when absent).
 	MountpointPod(ctx context.Context, name string) (*corev1.Pod, error)
+	// ReadMountpointPod reads a Mountpoint Pod whole from the API server (the cache keeps
+	// neither containers nor their statuses); nil when absent.
+	ReadMountpointPod(ctx context.Context, name string) (*corev1.Pod, error)
 	// MountpointPods lists this node's Mountpoint Pods.
 	MountpointPods(ctx context.Context) ([]corev1.Pod, error)
 	// OnMountpointPod registers f for every change of one of them (pod nil: deleted).

@@ -233,6 +233,10 @@ func (c *fakeCluster) MountpointPod(_ context.Context, name string) (*corev1.Pod
 	return nil, nil
 }
 
+func (c *fakeCluster) ReadMountpointPod(ctx context.Context, name string) (*corev1.Pod, error) {
+	return c.MountpointPod(ctx, name)
+}
+
 func (c *fakeCluster) MountpointPods(context.Context) ([]corev1.Pod, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -16,6 +16,7 @@ type metrics struct {
 	repairs   *prometheus.CounterVec
 	repairDur *prometheus.HistogramVec
 	sweep     prometheus.Histogram
+	oom       *prometheus.CounterVec
 }
 
 // newMetrics returns the monitor's metrics, every series of the known modes, states and results
@@ -30,6 +31,7 @@ func newMetrics() *metrics {
 		m.dead.WithLabelValues(string(mode))
 		m.detection.WithLabelValues(string(mode))
 		m.repairDur.WithLabelValues(string(mode))
+		m.oom.WithLabelValues(string(mode))
 		for _, result := range []string{"succeeded", "failed"} {
 			m.repairs.WithLabelValues(string(mode), result)
 		}
@@ -53,11 +55,13 @@ func build() *metrics {
 		sweep: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "s3csi_node_mount_sweep_seconds",
 			Help:    "Duration of the mount monitor's sweeps (every published target checked once, repairs included).",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30}}),
+		oom: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s3csi_node_mount_oom_killed_total",
+			Help: "Dead mounts whose mount-s3 the kernel's OOM killer ended (a memory limit, or the node's memory), as their mode reports it."}, []string{"mode"}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.mounts, m.dead, m.detection, m.repairs, m.repairDur, m.sweep}
+	return []prometheus.Collector{m.mounts, m.dead, m.detection, m.repairs, m.repairDur, m.sweep, m.oom}
 }
 
 func (m *metrics) setMounts(counts map[mountmode.Mode]map[string]int) {
@@ -84,4 +88,8 @@ func (m *metrics) repaired(mode mountmode.Mode, ok bool, d time.Duration) {
 	if ok {
 		m.repairDur.WithLabelValues(string(mode)).Observe(d.Seconds())
 	}
+}
+
+func (m *metrics) oomKilled(mode mountmode.Mode) {
+	m.oom.WithLabelValues(string(mode)).Inc()
 }

@@ -38,6 +38,9 @@ const (
 	ReasonMountRepaired     = "MountRepaired"
 	ReasonMountRepairFailed = "MountRepairFailed"
 	ReasonPodRestarted      = "MountRecoveryRestartedPod"
+	// ReasonOOMKilled follows MountRepaired when the mode tells that the kernel's OOM killer
+	// ended the mount-s3 (mounter.EndReporter), with the limit it hit.
+	ReasonOOMKilled = "MountOOMKilled"
 )
 
 // Locker serialises the monitor with the node server's operations on a target: the monitor
@@ -376,7 +379,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 			// Mounted again by someone else: kubelet's publish, or the repair of a target that
 			// shares its mount. Its workload's containers need the same recovery.
 			klog.InfoS("Mount is live again", "target", t.Path, "volumeID", t.VolumeID, "mode", mode)
-			m.repairedEvent(t, st.deadSince)
+			m.repairedEvent(mode, t, st.deadSince)
 			m.recover(ctx, t)
 		}
 		st.live(now)
@@ -419,7 +422,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	}
 	if repaired {
 		klog.InfoS("Repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(start))
-		m.repairedEvent(t, st.deadSince)
+		m.repairedEvent(mode, t, st.deadSince)
 		m.recover(ctx, t)
 	}
 	st.live(time.Now())
@@ -486,7 +489,7 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 			return
 		}
 		klog.InfoS("Republish repaired a dead mount", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "duration", time.Since(now))
-		m.repairedEvent(t, st.deadSince)
+		m.repairedEvent(mode, t, st.deadSince)
 		st.live(time.Now())
 		m.Trigger() // the targets sharing its mount are dead too: repair them now, not at the next round
 		if t.Recovery == mounter.RecoveryRestartPod {
@@ -550,11 +553,32 @@ func (m *Monitor) detected(mode mountmode.Mode, t mounter.Target, st *targetStat
 	m.event(t, true, ReasonMountDead, fmt.Sprintf("The S3 mount of volume %s is dead: %s. The node plugin mounts it again.", t.VolumeID, cause))
 }
 
-// repairedEvent reports a target live again after being dead since deadSince.
-func (m *Monitor) repairedEvent(t mounter.Target, deadSince time.Time) {
+// repairedEvent reports a target live again after being dead since deadSince, and, when its
+// mode can tell (mounter.EndReporter) that the kernel's OOM killer ended its mount-s3, says so
+// and at what limit (in the background: the mode may ask the API server).
+func (m *Monitor) repairedEvent(mode mountmode.Mode, t mounter.Target, deadSince time.Time) {
 	m.event(t, false, ReasonMountRepaired, fmt.Sprintf("The S3 mount of volume %s was mounted again after %v. Containers see it again if their volumeMount has mountPropagation: HostToContainer; others see it once restarted.",
 		t.VolumeID, time.Since(deadSince).Round(time.Millisecond)))
+	er, ok := m.modes[mode].(mounter.EndReporter)
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), endReportTimeout)
+		defer cancel()
+		end := er.HowItEnded(ctx, t.Path, deadSince)
+		if !end.OOMKilled {
+			return
+		}
+		m.metrics.oomKilled(mode)
+		klog.InfoS("The dead mount's mount-s3 was OOM-killed", "target", t.Path, "volumeID", t.VolumeID, "mode", mode, "detail", end.Detail)
+		m.event(t, true, ReasonOOMKilled, fmt.Sprintf("The S3 mount of volume %s died because %s; it was mounted again. Give the volume more memory (docs/sizing.md: mountpointMemoryLimit) if this repeats.",
+			t.VolumeID, end.Detail))
+	}()
 }
+
+// endReportTimeout bounds how long a mode may take to tell how a mount-s3 ended.
+const endReportTimeout = 10 * time.Second
 
 // sharing returns the targets of all (the mode's) that share t's mount, when the mode says so.
 func (m *Monitor) sharing(mode mountmode.Mode, t mounter.Target, all []mounter.Target) []mounter.Target {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -517,5 +518,82 @@ func TestPeriodicChecksProbeWithinTheBound(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.metrics.mounts.WithLabelValues(string(mountmode.Systemd), "dead")); v != 1 {
 		t.Errorf("dead mounts = %v, want 1", v)
+	}
+}
+
+// endingMode is a fakeMode that tells how its daemon ended.
+type endingMode struct {
+	fakeMode
+	ending mounter.Ending
+	asked  chan time.Time
+}
+
+func (e *endingMode) HowItEnded(_ context.Context, _ string, since time.Time) mounter.Ending {
+	e.asked <- since
+	return e.ending
+}
+
+// TestOOMKillIsReported: after a repair, a mode that says the kernel's OOM killer ended the
+// daemon gets a Warning Event MountOOMKilled with its detail, after MountRepaired, and the
+// counter; a daemon that ended otherwise gets no such Event.
+func TestOOMKillIsReported(t *testing.T) {
+	for _, oom := range []bool{true, false} {
+		t.Run(fmt.Sprintf("oom=%v", oom), func(t *testing.T) {
+			info := filepath.Join(t.TempDir(), "mountinfo")
+			if err := os.WriteFile(info, []byte("1 0 8:1 / / rw - ext4 /dev/vda rw\n10 1 0:40 / /k/pods/a/mount rw - fuse mountpoint-s3 rw\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var dead atomic.Bool
+			dead.Store(true)
+			health := &mounthealth.Checker{Table: mounttable.Table{Path: info}, Statfs: func(string) error {
+				if dead.Load() {
+					return syscall.ENOTCONN
+				}
+				return nil
+			}}
+			target := mounter.Target{Path: "/k/pods/a/mount", VolumeID: "v", WorkloadPodName: "w", WorkloadNamespace: "ns"}
+			mode := &endingMode{fakeMode: fakeMode{targets: []mounter.Target{target}, repairOK: true, onRepair: func() { dead.Store(false) }}, asked: make(chan time.Time, 1)}
+			if oom {
+				mode.ending = mounter.Ending{OOMKilled: true, Detail: "mount-s3 in Mountpoint Pod mount-s3/mp-1 was OOM-killed at its memory limit 256Mi"}
+			}
+			rec := &fakeRecorder{}
+			m := New(Config{Health: health, Locks: &inflight.Set{}, Interval: time.Hour})
+			m.Watch(mountmode.Pod, mode)
+			m.SetRecorder(rec)
+			before := time.Now()
+			m.Sweep(context.Background())
+			select {
+			case since := <-mode.asked:
+				if since.Before(before) || since.After(time.Now()) {
+					t.Errorf("asked how it ended since %v, want the death's detection time", since)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the mode was not asked how its daemon ended")
+			}
+			want := "MountDead,MountRepaired"
+			if oom {
+				want += ",MountOOMKilled"
+			}
+			var got string
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if got = rec.of(target.Path); got == want {
+					break
+				}
+			}
+			if got != want {
+				t.Errorf("events %s, want %s", got, want)
+			}
+			if oom {
+				rec.mu.Lock()
+				msg := rec.events[len(rec.events)-1].msg
+				rec.mu.Unlock()
+				if !strings.Contains(msg, "OOM-killed at its memory limit 256Mi") || !strings.Contains(msg, "mountpointMemoryLimit") {
+					t.Errorf("MountOOMKilled message %q lacks the limit or the advice", msg)
+				}
+			}
+			if n := testutil.ToFloat64(m.metrics.oom.WithLabelValues("pod")); n != map[bool]float64{true: 1, false: 0}[oom] {
+				t.Errorf("s3csi_node_mount_oom_killed_total{mode=pod} = %v", n)
+			}
+		})
 	}
 }

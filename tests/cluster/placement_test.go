@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +155,67 @@ func fillNode(t *testing.T, ns string, margin resource.Quantity) *corev1.Pod {
 	waitRunning(t, time.Minute, filler)
 	t.Logf("the node is full: filler requests %s of memory", free.String())
 	return filler
+}
+
+// testMountpointOOM: a volume whose Mountpoint Pod has a memory limit (mountpointMemoryLimit
+// 256Mi), and a read that makes the stand-in grow past it (its test hook: the object
+// .s3csi-standin-grow-1024). The kernel's OOM killer ends mount-s3 in the real container
+// cgroup, kubelet restarts the container and reports OOMKilled, the node plugin mounts the
+// volume again, and the workload gets MountRepaired then the Warning Event MountOOMKilled
+// naming the limit; a workload with HostToContainer propagation reads through the repaired
+// mount without a restart.
+func testMountpointOOM(t *testing.T) {
+	setMode(t, "pod")
+	ns := newNamespace(t, "oom")
+	ctx := context.Background()
+	bucket := "oom-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	env.s3.PutObject(t, bucket, "data.txt", []byte("still here\n"))
+	env.s3.PutObject(t, bucket, ".s3csi-standin-grow-1024", []byte("grow\n"))
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{attributes: map[string]string{"mountpointMemoryLimit": "256Mi"}})
+	h2c := corev1.MountPropagationHostToContainer
+	w := workload(t, ns, "w", claim, podOpts{propagation: &h2c})
+	waitRunning(t, 2*time.Minute, w)
+	grown := time.Now()
+	out, err := execIn(t, w, "cat /data/.s3csi-standin-grow-1024")
+	t.Logf("the read that grows mount-s3 past its limit: %q %v", out, err)
+
+	harness.Eventually(t, 2*time.Minute, func() string {
+		var msg string
+		for _, e := range eventsOn(t, ns, w.Name) {
+			if e.Reason == "MountOOMKilled" {
+				msg = e.Message
+			}
+		}
+		if !strings.Contains(msg, "OOM-killed at its memory limit 256Mi") {
+			return fmt.Sprintf("no MountOOMKilled event naming the 256Mi limit yet (%q): %s", msg, podEvents(w))
+		}
+		return ""
+	})
+	t.Logf("MountOOMKilled on the workload %v after the read", time.Since(grown).Round(time.Millisecond))
+	if got := eventReasons(t, ns, w.Name); !slices.Contains(got, "MountDead") || !slices.Contains(got, "MountRepaired") {
+		t.Errorf("workload events %v, want MountDead and MountRepaired too", got)
+	}
+	// What kubelet itself reports of the Mountpoint Pod: a restart after an OOM kill (its
+	// status may lag behind the restart the repair used).
+	harness.Eventually(t, 30*time.Second, func() string {
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(ctx, &pods, client.InNamespace(mpNamespace)))
+		if len(pods.Items) != 1 || len(pods.Items[0].Status.ContainerStatuses) != 1 {
+			return fmt.Sprintf("want one Mountpoint Pod with one container, got %d pods", len(pods.Items))
+		}
+		cs := pods.Items[0].Status.ContainerStatuses[0]
+		if last := cs.LastTerminationState.Terminated; cs.RestartCount < 1 || last == nil || last.Reason != "OOMKilled" {
+			return fmt.Sprintf("Mountpoint Pod container: %d restarts, last termination %+v; want a restart after OOMKilled", cs.RestartCount, last)
+		}
+		return ""
+	})
+	harness.Eventually(t, 30*time.Second, func() string {
+		if out, err := execIn(t, w, "cat /data/data.txt"); err != nil || out != "still here\n" {
+			return fmt.Sprintf("read through the repaired mount: %q %v", out, err)
+		}
+		return ""
+	})
+	deletePods(t, w)
+	expectClean(t)
 }

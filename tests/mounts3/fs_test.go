@@ -347,3 +347,19 @@ func TestFSCreateChecksS3(t *testing.T) {
 		t.Fatalf("object = %q", b)
 	}
 }
+
+// TestGrowOnDemand: the test hook takes memory only for its own key names, within its bound.
+func TestGrowOnDemand(t *testing.T) {
+	grownMu.Lock()
+	grown = nil
+	grownMu.Unlock()
+	for _, key := range []string{"data/file", "data/.s3csi-standin-grow-x", "data/.s3csi-standin-grow-0", "data/.s3csi-standin-grow-5000", "x.s3csi-standin-grow-2"} {
+		growOnDemand(key)
+	}
+	growOnDemand("dir/.s3csi-standin-grow-3")
+	grownMu.Lock()
+	defer grownMu.Unlock()
+	if len(grown) != 3 {
+		t.Errorf("grew %d MiB, want 3 (only the hook's names, within its bound)", len(grown))
+	}
+}

@@ -37,6 +37,10 @@
 // under --log-directory, else on standard output in the foreground and in syslog in the
 // background (CONFORMANCE.md, rows L1-L5); --debug adds per-operation lines.
 //
+// One test hook, not a behaviour of mount-s3 (grow.go): reading an object named
+// .s3csi-standin-grow-<MiB> makes the stand-in take that much more memory, so that memory
+// limits can be exercised on real cgroups.
+//
 // CONFORMANCE.md lists, row by row, each behaviour the driver relies on, where the real
 // mount-s3 implements it, and the test that shows this stand-in does the same; in particular
 // the mount point checks (an existing directory that is not already a mount point; /dev/fd/N
