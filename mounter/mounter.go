@@ -9,6 +9,8 @@ import (
 	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 )
@@ -52,6 +54,10 @@ type Request struct {
 	// Recovery is what the node plugin does after repairing a dead mount (volume attribute
 	// mountRecovery): RecoveryRepair or RecoveryRestartPod.
 	Recovery string
+	// Resources are mount-s3's requests and limits (the node plugin's defaults with the
+	// volume's overrides, checked): systemd mode applies them to the unit; in pod mode the
+	// controller gave them to the Mountpoint Pod already.
+	Resources corev1.ResourceRequirements
 }
 
 // Recovery policies (volume attribute mountRecovery).

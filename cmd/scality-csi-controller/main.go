@@ -134,33 +134,12 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	var res corev1.ResourceRequirements
-	for _, f := range []struct {
-		flag, value string
-		name        corev1.ResourceName
-		limit       bool
-	}{
-		{"--mountpoint-cpu-request", o.cpuRequest, corev1.ResourceCPU, false},
-		{"--mountpoint-cpu-limit", o.cpuLimit, corev1.ResourceCPU, true},
-		{"--mountpoint-memory-request", o.memoryRequest, corev1.ResourceMemory, false},
-		{"--mountpoint-memory-limit", o.memoryLimit, corev1.ResourceMemory, true},
-	} {
-		if f.value == "" {
-			continue
-		}
-		q, err := mountresources.Parse(f.flag, f.value)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		list := &res.Requests
-		if f.limit {
-			list = &res.Limits
-		}
-		if *list == nil {
-			*list = corev1.ResourceList{}
-		}
-		(*list)[f.name] = q
+	res, err := mountresources.FromFlags(map[string]string{
+		mountresources.AttrCPURequest: o.cpuRequest, mountresources.AttrCPULimit: o.cpuLimit,
+		mountresources.AttrMemoryRequest: o.memoryRequest, mountresources.AttrMemoryLimit: o.memoryLimit,
+	})
+	if err != nil {
+		errs = append(errs, err)
 	}
 	var cacheLimit *resource.Quantity
 	if o.cacheSizeLimit != "" {
@@ -176,9 +155,6 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 		} else {
 			cacheLimit = &q
 		}
-	}
-	if err := mountresources.Check(res); err != nil {
-		errs = append(errs, fmt.Errorf("--mountpoint-*-request/limit: %w", err))
 	}
 	defaultMode, err := mountmode.Parse(o.defaultMounter)
 	if err != nil {

@@ -15,35 +15,55 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/s3csi/s3-csi-driver/mounter/pod"
+	"github.com/s3csi/s3-csi-driver/mounter/systemd"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/driver"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
+	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/nodeplugin"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
+// resourceFlagHelp names what each resource flag sets.
+var resourceFlagHelp = map[string]string{
+	mountresources.AttrCPURequest:    "CPU request (CPUWeight)",
+	mountresources.AttrCPULimit:      "CPU limit (CPUQuota)",
+	mountresources.AttrMemoryRequest: "memory request (MemoryLow)",
+	mountresources.AttrMemoryLimit:   "memory limit (MemoryMax: past it the kernel's OOM killer ends mount-s3 and the node plugin mounts the volume again)",
+}
+
 // maxFallbackAfter bounds --systemd-fallback-after: kubelet gives a publish 2 minutes, and the
 // systemd mount that follows the wait needs the rest.
 const maxFallbackAfter = 90 * time.Second
 
 type options struct {
-	endpoint            string
-	nodeID              string
-	mode                string
-	systemdSocket       string
-	credentialsDir      string
+	endpoint       string
+	nodeID         string
+	mode           string
+	systemdSocket  string
+	credentialsDir string
+	// mount-s3's default resources (systemd mode) and the node-wide cap of its slice, as
+	// given, then as parsed by validate.
+	resourceFlags       map[string]*string
+	sliceMemoryMax      string
+	sliceCPULimit       string
+	mountResources      corev1.ResourceRequirements
+	sliceCap            systemd.SliceCap
 	mountS3Path         string
 	umountPath          string
 	kubeletPath         string
@@ -88,6 +108,14 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.nodeID, "node-id", os.Getenv("CSI_NODE_NAME"), "node name reported by NodeGetInfo (default $CSI_NODE_NAME)")
 	fs.StringVar(&o.mode, "mode", "node", "which CSI services to serve: node or controller")
 	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")
+	o.resourceFlags = map[string]*string{}
+	for _, attr := range mountresources.Attributes() {
+		v := new(string)
+		o.resourceFlags[attr] = v
+		fs.StringVar(v, strings.TrimPrefix(mountresources.Flags[attr], "--"), "", "systemd mount mode: mount-s3's default "+resourceFlagHelp[attr]+" (a Kubernetes quantity; empty: none), set on its unit; the volume attribute "+attr+" overrides it (pod mode: the Pod Reconciler's flag of the same name)")
+	}
+	fs.StringVar(&o.sliceMemoryMax, "systemd-slice-memory-max", "", "systemd mount mode: MemoryMax of the s3csi.slice every mount-s3 unit runs in, a node-wide cap of their memory together (a Kubernetes quantity; empty: none)")
+	fs.StringVar(&o.sliceCPULimit, "systemd-slice-cpu-limit", "", "systemd mount mode: CPU quota of s3csi.slice, in CPUs (a Kubernetes quantity such as 2 or 1500m; empty: none)")
 	fs.StringVar(&o.credentialsDir, "systemd-credentials-dir", "", "systemd mount mode: host directory (a tmpfs such as /run/s3.csi.scality.com, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them; empty: each mount's state directory, as earlier releases (and their charts, which do not mount such a directory) do")
 	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
 	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
@@ -154,6 +182,27 @@ func (o *options) validate() error {
 	}
 	if o.credentialsDir != "" && !filepath.IsAbs(o.credentialsDir) {
 		errs = append(errs, fmt.Errorf("--systemd-credentials-dir must be an absolute path or empty, not %q", o.credentialsDir))
+	}
+	values := map[string]string{}
+	for attr, v := range o.resourceFlags {
+		values[attr] = *v
+	}
+	var err error
+	if o.mountResources, err = mountresources.FromFlags(values); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range []struct {
+		name, value string
+		into        *resource.Quantity
+	}{{"--systemd-slice-memory-max", o.sliceMemoryMax, &o.sliceCap.Memory}, {"--systemd-slice-cpu-limit", o.sliceCPULimit, &o.sliceCap.CPU}} {
+		if f.value == "" {
+			continue
+		}
+		if q, err := mountresources.Parse(f.name, f.value); err != nil {
+			errs = append(errs, err)
+		} else {
+			*f.into = q
+		}
 	}
 	if o.secretScope != secretscope.Claim && o.secretScope != secretscope.Any {
 		errs = append(errs, fmt.Errorf("--node-publish-secret-scope must be %s or %s, not %q", secretscope.Claim, secretscope.Any, o.secretScope))
@@ -278,6 +327,8 @@ func run(ctx context.Context, o options) error {
 		RestartPods:           o.restartPods,
 		SecretScope:           o.secretScope,
 		SystemdCredentialsDir: o.credentialsDir,
+		MountResources:        o.mountResources,
+		SystemdSliceCap:       o.sliceCap,
 		MountPath:             o.mountPath,
 		MetricsAddress:        o.metricsAddress,
 		Profiling:             o.profiling,

@@ -25,6 +25,7 @@ type dbusConn interface {
 	SetPropertiesSubscriber(updateCh chan<- *sd.PropertiesUpdate, errCh chan<- error)
 	KillUnitContext(ctx context.Context, name string, signal int32)
 	GetServicePropertyContext(ctx context.Context, service, propertyName string) (*sd.Property, error)
+	SetUnitPropertiesContext(ctx context.Context, name string, runtime bool, properties ...sd.Property) error
 	Connected() bool
 	Close()
 }

@@ -337,7 +337,7 @@ func ownedPaths(req mounter.Request, dir string) ([]string, []string) {
 func (m *Mounter) newRecord(req mounter.Request) record {
 	return record{VolumeID: req.VolumeID, Bucket: req.Bucket, Target: req.Target, ReadOnly: req.ReadOnly, Args: req.Args.List(),
 		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
-		PVName: req.PVName, Recovery: req.Recovery}
+		PVName: req.PVName, Recovery: req.Recovery, Resources: resourcesOf(req.Resources)}
 }
 
 // stagingDir is where mount-s3 mounts for target before the unit binds its mount onto it.
@@ -446,6 +446,8 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 		timeout:     m.cfg.StartTimeout,
 		pre:         pre,
 		post:        post,
+		slice:       Slice,
+		resources:   rec.Resources,
 	}
 	_ = os.Remove(spec.logFile) // the output of this start only
 	result, err := m.runUnit(ctx, unit, spec)

@@ -60,6 +60,9 @@ type unitSpec struct {
 	env     []string
 	logFile string
 	timeout time.Duration
+	// slice is the unit's slice ("" for the manager's default); resources its cgroup settings.
+	slice     string
+	resources unitResources
 }
 
 // execCommand is one entry of systemd's ExecStart/ExecStartPre properties (D-Bus a(sasb)): the
@@ -107,6 +110,10 @@ func (u unitSpec) properties() []sd.Property {
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(u.timeout / time.Microsecond))},
 	}
 	props = append(props, Sandbox()...)
+	if u.slice != "" {
+		props = append(props, sd.PropSlice(u.slice))
+	}
+	props = append(props, u.resources.properties()...)
 	if len(u.pre) > 0 {
 		props = append(props, ExecProperty("ExecStartPre", u.pre...))
 	}
@@ -139,6 +146,8 @@ type record struct {
 	WorkloadNamespace string `json:"workloadNamespace,omitempty"`
 	PVName            string `json:"pvName,omitempty"`
 	Recovery          string `json:"recovery,omitempty"`
+	// Resources are the unit's cgroup settings (a repair starts it with the same).
+	Resources unitResources `json:"resources,omitzero"`
 }
 
 const recordFileName = "mount.json"

@@ -181,6 +181,11 @@ func (f *fakeConn) GetServicePropertyContext(context.Context, string, string) (*
 	return nil, errors.New("no such property")
 }
 
+func (f *fakeConn) SetUnitPropertiesContext(_ context.Context, name string, _ bool, _ ...sd.Property) error {
+	f.record("set " + name)
+	return nil
+}
+
 func (f *fakeConn) Connected() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
@@ -15,6 +16,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/inflight"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
+	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -50,6 +52,9 @@ type NodeConfig struct {
 	// node-publish Secret whether that Secret may be used for the volume's claim (tenant
 	// isolation, pkg/secretscope); nil: any Secret kubelet hands over is used.
 	SecretScope SecretScope
+	// MountResources are mount-s3's default requests and limits; a volume's attributes
+	// (mountresources) override them.
+	MountResources corev1.ResourceRequirements
 }
 
 // SecretScope decides whether a publish may use its node-publish Secret.
@@ -327,6 +332,10 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		}
 		podName = v
 	}
+	resources, err := mountresources.Resolve(s.cfg.MountResources, vc)
+	if err != nil {
+		return r, "", invalid("volume_context", "%v", err)
+	}
 	readOnly := req.GetReadonly() || isReadOnlyMode(mode)
 	built, err := mountargs.Build(mountargs.Options{MountFlags: mnt.GetMountFlags(), ReadOnly: readOnly, FSGroup: mnt.GetVolumeMountGroup()})
 	if err != nil {
@@ -364,6 +373,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		ReadOnly:          readOnly,
 		VolumeReadOnly:    isReadOnlyMode(mode) || slices.ContainsFunc(mnt.GetMountFlags(), isReadOnlyOption),
 		FSGroup:           mnt.GetVolumeMountGroup(),
+		Resources:         resources,
 	}, source, nil
 }
 
@@ -377,7 +387,8 @@ func unknownContextKeys(vc map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(vc)) {
 		switch k {
-		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS, ctxPodName, ctxRecovery, secretscope.Attribute:
+		case ctxBucketName, ctxAuthSource, ctxPodUID, ctxPodNS, ctxPodName, ctxRecovery, secretscope.Attribute,
+			mountresources.AttrCPURequest, mountresources.AttrCPULimit, mountresources.AttrMemoryRequest, mountresources.AttrMemoryLimit:
 		default:
 			out = append(out, k)
 		}

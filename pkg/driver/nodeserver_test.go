@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/mounter/mountertest"
@@ -278,6 +279,10 @@ func TestPublishRefusals(t *testing.T) {
 		{"bad fsType", func(r *csi.NodePublishVolumeRequest) { r.VolumeCapability.GetMount().FsType = "ext4;rm" }, codes.InvalidArgument, "volume_capability.mount.fs_type"},
 		{"bad pod uid", func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["csi.storage.k8s.io/pod.uid"] = "../x" }, codes.InvalidArgument, "volume_context.csi.storage.k8s.io/pod.uid"},
 		{"target outside kubelet", func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "/etc" }, codes.InvalidArgument, "target_path"},
+		{"memory limit not a quantity", func(r *csi.NodePublishVolumeRequest) { r.VolumeContext["mountpointMemoryLimit"] = "lots" }, codes.InvalidArgument, "volume_context"},
+		{"request above limit", func(r *csi.NodePublishVolumeRequest) {
+			r.VolumeContext["mountpointCPURequest"], r.VolumeContext["mountpointCPULimit"] = "2", "1"
+		}, codes.InvalidArgument, "volume_context"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -441,5 +446,26 @@ func TestIdentity(t *testing.T) {
 	p, err = tn.ident.Probe(context.Background(), &csi.ProbeRequest{})
 	if err != nil || p.GetReady().GetValue() {
 		t.Errorf("Probe unhealthy = %v, %v; want ready=false", p, err)
+	}
+}
+
+// TestPublishResources: the volume's resource attributes reach the mounter, over no defaults.
+func TestPublishResources(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	req := tn.publishReq("pod-r")
+	req.VolumeContext["mountpointMemoryLimit"] = "1Gi"
+	req.VolumeContext["mountpointCPURequest"] = "250m"
+	if _, err := tn.node.NodePublishVolume(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := tn.fake.Mounted(req.TargetPath)
+	if !ok {
+		t.Fatal("not mounted")
+	}
+	if l := got.Resources.Limits[corev1.ResourceMemory]; l.String() != "1Gi" || len(got.Resources.Limits) != 1 {
+		t.Errorf("limits %v, want memory 1Gi", got.Resources.Limits)
+	}
+	if r := got.Resources.Requests[corev1.ResourceCPU]; r.String() != "250m" || len(got.Resources.Requests) != 1 {
+		t.Errorf("requests %v, want cpu 250m", got.Resources.Requests)
 	}
 }

@@ -1,7 +1,7 @@
 // Package mountresources is the resource model of a mount-s3: CPU and memory requests and
 // limits, from the cluster's defaults (the controller's flags, from Helm values) and per-volume
 // overrides (PV volume attributes, StorageClass parameters). In pod mode they become the
-// Mountpoint Pod's container resources.
+// Mountpoint Pod's container resources, in systemd mode the mount-s3 unit's cgroup settings.
 package mountresources
 
 import (
@@ -57,30 +57,64 @@ func Parse(name, v string) (resource.Quantity, error) {
 // Resolve returns defaults with the overrides attrs carries (other keys are ignored), and
 // checks the result: each request at most its limit. Errors name the attribute.
 func Resolve(defaults corev1.ResourceRequirements, attrs map[string]string) (corev1.ResourceRequirements, error) {
-	out := corev1.ResourceRequirements{Requests: maps.Clone(defaults.Requests), Limits: maps.Clone(defaults.Limits)}
+	out, err := apply(defaults, attrs, func(k string) string { return "volume attribute " + k })
+	if err != nil {
+		return out, err
+	}
+	return out, Check(out)
+}
+
+// Flags are the names of the flags carrying the cluster defaults, by attribute.
+var Flags = map[string]string{
+	AttrCPURequest:    "--mountpoint-cpu-request",
+	AttrCPULimit:      "--mountpoint-cpu-limit",
+	AttrMemoryRequest: "--mountpoint-memory-request",
+	AttrMemoryLimit:   "--mountpoint-memory-limit",
+}
+
+// FromFlags builds the cluster defaults from the flags' values (by attribute, as Flags names
+// them; "" or absent: unset) and checks them. Errors name the flag.
+func FromFlags(values map[string]string) (corev1.ResourceRequirements, error) {
+	set := map[string]string{}
+	for k, v := range values {
+		if v != "" {
+			set[k] = v
+		}
+	}
+	out, err := apply(corev1.ResourceRequirements{}, set, func(k string) string { return Flags[k] })
+	if err != nil {
+		return out, err
+	}
+	if err := Check(out); err != nil {
+		return out, fmt.Errorf("--mountpoint-*-request/limit: %w", err)
+	}
+	return out, nil
+}
+
+// apply sets on a copy of base the quantities values carries by attribute; errors name what
+// nameOf returns for the attribute.
+func apply(base corev1.ResourceRequirements, values map[string]string, nameOf func(string) string) (corev1.ResourceRequirements, error) {
+	out := corev1.ResourceRequirements{Requests: maps.Clone(base.Requests), Limits: maps.Clone(base.Limits)}
 	for _, k := range Attributes() {
-		v, ok := attrs[k]
+		v, ok := values[k]
 		if !ok {
 			continue
 		}
-		q, err := Parse("volume attribute "+k, v)
+		q, err := Parse(nameOf(k), v)
 		if err != nil {
 			return out, err
 		}
 		f := attributes[k]
+		list := &out.Requests
 		if f.limit {
-			if out.Limits == nil {
-				out.Limits = corev1.ResourceList{}
-			}
-			out.Limits[f.name] = q
-		} else {
-			if out.Requests == nil {
-				out.Requests = corev1.ResourceList{}
-			}
-			out.Requests[f.name] = q
+			list = &out.Limits
 		}
+		if *list == nil {
+			*list = corev1.ResourceList{}
+		}
+		(*list)[f.name] = q
 	}
-	return out, Check(out)
+	return out, nil
 }
 
 // Check reports a request above its limit, naming the resource.

@@ -114,6 +114,11 @@ type Config struct {
 	// SystemdCredentialsDir is where systemd mode writes each mount's credential files (a
 	// tmpfs); empty: in its state directory.
 	SystemdCredentialsDir string
+	// MountResources are mount-s3's default requests and limits (systemd mode applies them to
+	// each unit; a volume's attributes override them).
+	MountResources corev1.ResourceRequirements
+	// SystemdSliceCap is the node-wide cap of the slice of every mount-s3 unit (zero: none).
+	SystemdSliceCap systemd.SliceCap
 	// SecretScope is where a node-publish Secret may live (secretscope.Claim or Any); Claim
 	// without Kube refuses every publish with a node-publish Secret.
 	SecretScope string
@@ -157,6 +162,10 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer sm.Close()
+		if err := sm.ConfigureSlice(ctx, cfg.SystemdSliceCap); err != nil {
+			// Mounts still work; they are not capped together until the next start.
+			klog.ErrorS(err, "The node-wide cap of the mount-s3 units is not set", "slice", systemd.Slice)
+		}
 		monitor.Watch(mountmode.Systemd, sm)
 		if cfg.HealthCheckInterval > 0 {
 			sm.WatchUnits(monitor.Trigger)
@@ -212,6 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Published:         monitor.Targets,
 		Observer:          monitor,
 		SecretScope:       scope,
+		MountResources:    cfg.MountResources,
 	}, router)
 	if err != nil {
 		return err

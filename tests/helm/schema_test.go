@@ -48,6 +48,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"bad resource quantity", "node:\n  resources:\n    limits:\n      memory: lots\n", []string{"/node/resources/limits/memory"}},
 		{"Mountpoint Pod memory limit not a quantity", "mountpointPod:\n  resources:\n    limits:\n      memory: lots\n", []string{"/mountpointPod/resources/limits/memory"}},
 		{"Mountpoint Pod CPU request negative", "mountpointPod:\n  resources:\n    requests:\n      cpu: -1\n", []string{"/mountpointPod/resources/requests/cpu"}},
+		{"slice cap not a quantity", "node:\n  systemdSliceLimits:\n    memory: all\n", []string{"/node/systemdSliceLimits/memory"}},
+		{"slice cap unknown resource", "node:\n  systemdSliceLimits:\n    pids: 100\n", []string{"/node/systemdSliceLimits", "additional properties 'pids' not allowed"}},
 		{"cache size limit not a quantity", "mountpointPod:\n  cacheSizeLimit: big\n", []string{"/mountpointPod/cacheSizeLimit"}},
 		// Helm's schema library names a wrong place for a propertyNames failure (another
 		// value's path), so the key it refused is what is checked.

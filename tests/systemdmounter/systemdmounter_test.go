@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/mounter/systemd"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
@@ -136,5 +139,76 @@ func TestMountFailureReportsOutputAndCleansUp(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(e.state); len(entries) != 0 {
 		t.Errorf("state left: %v", entries)
+	}
+}
+
+// TestUnitResources: a mount's requests and limits become its unit's cgroup settings in the
+// driver's slice (memory request → MemoryLow, limit → MemoryMax, CPU request → CPUWeight as
+// kubelet weighs a request, limit → CPUQuota), read back from the real manager; a repair after
+// mount-s3 died starts the unit with the same settings (they are in the record); the node-wide
+// cap lands on s3csi.slice. The manager here is a user manager on cgroup v1, which stores the
+// settings but cannot enforce memory limits: the kernel's side is shown in pod mode.
+func TestUnitResources(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	e.s3.CreateBucket(t, "sized")
+	req := e.request(t, "pod1", "sized")
+	req.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+	}
+	if err := e.m.ConfigureSlice(ctx, systemd.SliceCap{Memory: resource.MustParse("2Gi"), CPU: resource.MustParse("2")}); err != nil {
+		t.Fatalf("ConfigureSlice: %v", err)
+	}
+	if err := e.m.Mount(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	unit := systemd.MountUnitName(req.Target)
+	want := map[string]string{
+		"Slice":              systemd.Slice,
+		"MemoryLow":          "134217728",
+		"MemoryMax":          "536870912",
+		"CPUWeight":          "10", // 250m: 256 shares, weight 1 + 254*9999/262142
+		"CPUQuotaPerSecUSec": "1.500000s",
+	}
+	check := func(what string) {
+		t.Helper()
+		for prop, v := range want {
+			out, err := e.sd.Systemctl("show", unit, "-p", prop, "--value")
+			if err != nil || strings.TrimSpace(out) != v {
+				t.Errorf("%s: %s %s = %q (%v), want %s", what, unit, prop, strings.TrimSpace(out), err, v)
+			}
+		}
+	}
+	check("after the mount")
+	for prop, v := range map[string]string{"MemoryMax": "2147483648", "CPUQuotaPerSecUSec": "2s"} {
+		if out, err := e.sd.Systemctl("show", systemd.Slice, "-p", prop, "--value"); err != nil || strings.TrimSpace(out) != v {
+			t.Errorf("%s %s = %q (%v), want %s", systemd.Slice, prop, strings.TrimSpace(out), err, v)
+		}
+	}
+	// Setting the cap again (a node plugin restart) updates the slice in place.
+	if err := e.m.ConfigureSlice(ctx, systemd.SliceCap{Memory: resource.MustParse("3Gi")}); err != nil {
+		t.Fatalf("ConfigureSlice again: %v", err)
+	}
+	if out, _ := e.sd.Systemctl("show", systemd.Slice, "-p", "MemoryMax", "--value"); strings.TrimSpace(out) != "3221225472" {
+		t.Errorf("%s MemoryMax after the second cap = %q, want 3221225472", systemd.Slice, strings.TrimSpace(out))
+	}
+
+	// mount-s3 dies; the repair starts the unit again with the same settings.
+	if _, err := e.sd.Systemctl("kill", "--signal=KILL", unit); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 10*time.Second, func() string {
+		if r, _ := (&mounthealth.Checker{}).Check(ctx, req.Target); r.State == mounthealth.Live {
+			return "the mount still answers"
+		}
+		return ""
+	})
+	if repaired, err := e.m.Repair(ctx, req.Target); err != nil || !repaired {
+		t.Fatalf("Repair = %v %v", repaired, err)
+	}
+	check("after the repair")
+	if err := e.m.Unmount(ctx, req.Target); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -265,3 +265,24 @@ takes away what provisioning and deletion of existing volumes read.
 []
 {{- end -}}
 {{- end -}}
+
+{{/*
+mount-s3's requests and limits (mountpointPod.resources) as the --mountpoint-* flags both the
+Pod Reconciler (Mountpoint Pods) and the node plugin (systemd units) take: one resource model.
+*/}}
+{{- define "s3csi.mountS3ResourceArgs" -}}
+{{- with .Values.mountpointPod.resources }}
+{{- with (.requests | default dict).cpu }}
+- --mountpoint-cpu-request={{ . }}
+{{- end }}
+{{- with (.requests | default dict).memory }}
+- --mountpoint-memory-request={{ . }}
+{{- end }}
+{{- with (.limits | default dict).cpu }}
+- --mountpoint-cpu-limit={{ . }}
+{{- end }}
+{{- with (.limits | default dict).memory }}
+- --mountpoint-memory-limit={{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
