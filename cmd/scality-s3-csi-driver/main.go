@@ -34,6 +34,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
 	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
 	"github.com/s3csi/s3-csi-driver/pkg/nodeplugin"
+	"github.com/s3csi/s3-csi-driver/pkg/proxyenv"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -59,11 +60,13 @@ type options struct {
 	credentialsDir string
 	// mount-s3's default resources (systemd mode) and the node-wide cap of its slice, as
 	// given, then as parsed by validate.
-	resourceFlags       map[string]*string
-	sliceMemoryMax      string
-	sliceCPULimit       string
-	mountResources      corev1.ResourceRequirements
-	sliceCap            systemd.SliceCap
+	resourceFlags  map[string]*string
+	sliceMemoryMax string
+	sliceCPULimit  string
+	mountResources corev1.ResourceRequirements
+	sliceCap       systemd.SliceCap
+	// proxy of every S3 request: mount-s3's in both modes and the controller's.
+	proxy               proxyenv.Config
 	mountS3Path         string
 	umountPath          string
 	kubeletPath         string
@@ -108,6 +111,9 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.nodeID, "node-id", os.Getenv("CSI_NODE_NAME"), "node name reported by NodeGetInfo (default $CSI_NODE_NAME)")
 	fs.StringVar(&o.mode, "mode", "node", "which CSI services to serve: node or controller")
 	fs.StringVar(&o.systemdSocket, "systemd-socket", "/run/systemd/private", "systemd's private D-Bus socket (systemd mount mode)")
+	fs.StringVar(&o.proxy.HTTPS, strings.TrimPrefix(proxyenv.FlagHTTPS, "--"), "", "proxy of https S3 endpoints, http://host:port (mount-s3 gets HTTPS_PROXY; the controller's S3 client uses it); empty: none. Nothing is read from this process's environment")
+	fs.StringVar(&o.proxy.HTTP, strings.TrimPrefix(proxyenv.FlagHTTP, "--"), "", "proxy of http S3 endpoints, http://host:port (mount-s3 gets HTTP_PROXY); empty: none")
+	fs.StringVar(&o.proxy.NoProxy, strings.TrimPrefix(proxyenv.FlagNoProxy, "--"), "", "hosts, domains (.example.com), IPs and CIDRs reached without the proxy, comma-separated (mount-s3 gets NO_PROXY); loopback is always reached directly by the controller")
 	o.resourceFlags = map[string]*string{}
 	for _, attr := range mountresources.Attributes() {
 		v := new(string)
@@ -203,6 +209,9 @@ func (o *options) validate() error {
 		} else {
 			*f.into = q
 		}
+	}
+	if _, err := proxyenv.Parse(o.proxy); err != nil {
+		errs = append(errs, err)
 	}
 	if o.secretScope != secretscope.Claim && o.secretScope != secretscope.Any {
 		errs = append(errs, fmt.Errorf("--node-publish-secret-scope must be %s or %s, not %q", secretscope.Claim, secretscope.Any, o.secretScope))
@@ -328,6 +337,7 @@ func run(ctx context.Context, o options) error {
 		SecretScope:           o.secretScope,
 		SystemdCredentialsDir: o.credentialsDir,
 		MountResources:        o.mountResources,
+		Proxy:                 o.proxy,
 		SystemdSliceCap:       o.sliceCap,
 		MountPath:             o.mountPath,
 		MetricsAddress:        o.metricsAddress,
@@ -366,7 +376,7 @@ func (o *options) kubeConfig() (*rest.Config, error) {
 func runController(ctx context.Context, o options, creds *credentials.Credentials) error {
 	klog.InfoS("Starting", "driver", version.DriverName, "version", version.Version, "mode", o.mode,
 		"s3Endpoint", o.s3EndpointURL, "s3Region", o.s3Region, "s3CABundle", o.s3CABundle, "driverCredentials", creds != nil)
-	cfg := s3.Config{EndpointURL: o.s3EndpointURL, Region: o.s3Region}
+	cfg := s3.Config{EndpointURL: o.s3EndpointURL, Region: o.s3Region, Proxy: o.proxy}
 	if o.s3CABundle != "" {
 		pem, err := os.ReadFile(o.s3CABundle)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 
+	"github.com/s3csi/s3-csi-driver/pkg/proxyenv"
 	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 )
 
@@ -36,15 +37,16 @@ func umountUnitName(target string) string { return "mount-s3-umount-" + mountID(
 const logFileName = "mount-s3.log"
 
 // unmanagedEnv are variables a unit must never inherit from the service manager's own
-// environment: mount-s3 gets credentials, endpoint and region only from what the driver sets.
-var unmanagedEnv = []string{
+// environment: mount-s3 gets credentials, endpoint, region and proxy only from what the
+// driver sets.
+var unmanagedEnv = append([]string{
 	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
 	"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
 	"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION",
 	"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_SESSION_NAME",
 	"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
 	"AWS_MAX_ATTEMPTS", "AWS_CA_BUNDLE",
-}
+}, proxyenv.Names...)
 
 // unitSpec is everything needed to start one transient unit.
 type unitSpec struct {

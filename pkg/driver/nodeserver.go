@@ -17,6 +17,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
+	"github.com/s3csi/s3-csi-driver/pkg/proxyenv"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
 	"github.com/s3csi/s3-csi-driver/pkg/targetpath"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -55,6 +56,9 @@ type NodeConfig struct {
 	// MountResources are mount-s3's default requests and limits; a volume's attributes
 	// (mountresources) override them.
 	MountResources corev1.ResourceRequirements
+	// Proxy is given to every mount-s3 as HTTPS_PROXY, HTTP_PROXY and NO_PROXY (checked by
+	// proxyenv.Parse); zero: none.
+	Proxy proxyenv.Config
 }
 
 // SecretScope decides whether a publish may use its node-publish Secret.
@@ -357,6 +361,7 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 	if s.cfg.S3EndpointURL != "" {
 		env = append(env, "AWS_ENDPOINT_URL="+s.cfg.S3EndpointURL)
 	}
+	env = append(env, s.cfg.Proxy.Env()...)
 	return mounter.Request{
 		VolumeID:          req.GetVolumeId(),
 		PVName:            tp.PVName,

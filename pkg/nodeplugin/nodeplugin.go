@@ -35,6 +35,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mountmonitor"
 	"github.com/s3csi/s3-csi-driver/pkg/nodemode"
 	"github.com/s3csi/s3-csi-driver/pkg/podrestart"
+	"github.com/s3csi/s3-csi-driver/pkg/proxyenv"
 	"github.com/s3csi/s3-csi-driver/pkg/registration"
 	"github.com/s3csi/s3-csi-driver/pkg/safetext"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
@@ -117,6 +118,8 @@ type Config struct {
 	// MountResources are mount-s3's default requests and limits (systemd mode applies them to
 	// each unit; a volume's attributes override them).
 	MountResources corev1.ResourceRequirements
+	// Proxy reaches every mount-s3 (HTTPS_PROXY, HTTP_PROXY, NO_PROXY); zero: none.
+	Proxy proxyenv.Config
 	// SystemdSliceCap is the node-wide cap of the slice of every mount-s3 unit (zero: none).
 	SystemdSliceCap systemd.SliceCap
 	// SecretScope is where a node-publish Secret may live (secretscope.Claim or Any); Claim
@@ -222,6 +225,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Observer:          monitor,
 		SecretScope:       scope,
 		MountResources:    cfg.MountResources,
+		Proxy:             cfg.Proxy,
 	}, router)
 	if err != nil {
 		return err

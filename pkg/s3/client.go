@@ -17,6 +17,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
+	"github.com/s3csi/s3-csi-driver/pkg/proxyenv"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -29,6 +30,8 @@ type Config struct {
 	// CABundle holds extra PEM CA certificates trusted for the endpoint, on top of the system
 	// ones (a RING behind a private CA). Nil trusts the system CAs only.
 	CABundle []byte
+	// Proxy is the proxy requests go through (proxyenv.Parse checked it); zero: none.
+	Proxy proxyenv.Config
 }
 
 // Retry policy of every client: a few quick attempts, so a CSI call fails (and the sidecar
@@ -47,7 +50,7 @@ type Store struct {
 
 // NewStore validates cfg and prepares the shared transport. Nothing is read from the
 // environment: no AWS_* variable (AWS_CA_BUNDLE, AWS_ENDPOINT_URL, AWS_PROFILE, ...) and no
-// proxy variable affects the clients.
+// proxy variable affects the clients; cfg.Proxy alone does.
 func NewStore(cfg Config) (*Store, error) {
 	if cfg.Region == "" {
 		return nil, errors.New("s3: a region is required")
@@ -70,7 +73,7 @@ func NewStore(cfg Config) (*Store, error) {
 		tlsConfig.RootCAs = pool
 	}
 	client := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-		tr.Proxy = nil
+		tr.Proxy = cfg.Proxy.Func()
 		tr.TLSClientConfig = tlsConfig
 	})
 	return &Store{cfg: cfg, http: client}, nil

@@ -107,6 +107,17 @@ podLabels.
 {{- if include "s3csi.caConfigMap" . }}
 - --s3-ca-bundle={{ include "s3csi.caDir" . }}/ca-bundle.crt
 {{- end }}
+{{- with .Values.proxy }}
+{{- with .httpsProxy }}
+- --https-proxy={{ . }}
+{{- end }}
+{{- with .httpProxy }}
+- --http-proxy={{ . }}
+{{- end }}
+{{- with .noProxy }}
+- {{ printf "--no-proxy=%s" . | quote }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/*
