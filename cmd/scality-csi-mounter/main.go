@@ -3,6 +3,8 @@
 // bucket with mount-s3 in the foreground until the node unmounts it. See pkg/mountpointpod for
 // the contract. Flags are the only configuration.
 //
+// With --hold it only waits for SIGTERM (the headroom pods, docs/adr/0011).
+//
 // Exit status: 0 when the pod should end Succeeded (unmounted on request, retired before
 // mounting, or terminated while waiting), 1 when it should be restarted (mount-s3 failed; its
 // error is in <comm>/mount.err), 2 for invalid flags.
@@ -34,9 +36,17 @@ func main() {
 	fs.StringVar(&c.MountS3Path, "mount-s3-path", "/mountpoint-s3/bin/mount-s3", "path of the mount-s3 binary in the image")
 	fs.Uint64Var(&c.MaxCacheMiB, "max-cache-size-mib", 0, "upper bound of mount-s3's --max-cache-size (MiB) for a mount with a cache; the Pod Reconciler derives it from the pod's cache volume (0: no bound)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	hold := fs.Bool("hold", false, "do nothing until terminated: the container of the headroom pods, which hold room on a node for the Mountpoint Pods that preempt them")
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Printf("scality-csi-mounter %s\n", version.Version)
+		return
+	}
+	if *hold {
+		klog.InfoS("Holding room for Mountpoint Pods until terminated", "version", version.Version)
+		sig := <-sigs
+		klog.InfoS("Terminated", "signal", sig.String())
+		klog.Flush()
 		return
 	}
 	if err := c.Validate(); err != nil {

@@ -38,6 +38,7 @@ func TestCluster(t *testing.T) {
 		{"mount-health-pod", func(t *testing.T) { testMountHealth(t, "pod") }},
 		{"mountpoint-pod-unplaceable", testUnplaceable},
 		{"fallback-to-systemd", testFallback},
+		{"mountpoint-headroom", testHeadroom},
 		{"mountpoint-oom", testMountpointOOM},
 		{"controller-restart-burst", testControllerBurst},
 		{"drain", testDrain},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -55,7 +56,8 @@ func testUnplaceable(t *testing.T) {
 }
 
 // testFallback: the node filled to capacity (a pod requesting all the memory the node has
-// left but less than a Mountpoint Pod's request) and the chart's mounter.systemdFallbackAfter
+// left but less than a Mountpoint Pod's request, at the Mountpoint Pods' own priority, so that
+// they cannot preempt it) and the chart's mounter.systemdFallbackAfter
 // set. The real scheduler cannot place the workload's Mountpoint Pod; after the bound the node
 // plugin mounts the volume through systemd mode: the workload starts, reads and writes the
 // bucket, and gets the Warning Event MountedThroughSystemd naming the scheduler's reason; the
@@ -70,7 +72,8 @@ func testFallback(t *testing.T) {
 	env.s3.CreateBucket(t, bucket)
 	env.s3.PutObject(t, bucket, "from-s3.txt", []byte("put through S3\n"))
 	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
-	filler := fillNode(t, ns, resource.MustParse("100Mi")) // a Mountpoint Pod asks for 128Mi
+	// A Mountpoint Pod asks for 128Mi; the filler has its priority, so it cannot be preempted.
+	filler := fillNode(t, ns, resource.MustParse("100Mi"), 1_000_000_000)
 
 	w := workload(t, ns, "w", claim, podOpts{})
 	waitRunning(t, 2*time.Minute, w)
@@ -113,10 +116,16 @@ func testFallback(t *testing.T) {
 }
 
 // fillNode starts a pod requesting the memory the node has left less margin, so that nothing
-// asking for more than margin fits, and waits until it runs.
-func fillNode(t *testing.T, ns string, margin resource.Quantity) *corev1.Pod {
+// asking for more than margin fits, and waits until it runs. It runs at priority (a class the
+// test makes, never preempting: a miscount leaves it Pending rather than evicting anything),
+// which decides who may preempt it.
+func fillNode(t *testing.T, ns string, margin resource.Quantity, priority int32) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
+	class := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "s3e-filler-" + ns}, Value: priority,
+		PreemptionPolicy: ptr.To(corev1.PreemptNever), Description: "the cluster suite's pod filling the node"}
+	harness.Must(t, env.c.Create(ctx, class))
+	t.Cleanup(func() { _ = env.c.Delete(context.Background(), class) })
 	free := nodeObj(t).Status.Allocatable.Memory().DeepCopy()
 	var pods corev1.PodList
 	harness.Must(t, env.c.List(ctx, &pods))
@@ -144,6 +153,7 @@ func fillNode(t *testing.T, ns string, margin resource.Quantity) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: "filler", Namespace: ns},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			PriorityClassName:             class.Name,
 			Containers: []corev1.Container{{
 				Name: "filler", Image: rig.BusyboxImage, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:   []string{"sh", "-c", idle},
@@ -218,4 +228,69 @@ func testMountpointOOM(t *testing.T) {
 	})
 	deletePods(t, w)
 	expectClean(t)
+}
+
+// testHeadroom: mountpointPod.headroom.enabled, and the node filled to capacity by an ordinary
+// pod (priority 0) around the headroom pod. A workload's Mountpoint Pod preempts the headroom
+// pod, not the pod filling the node, and the workload starts; the headroom pod that the
+// DaemonSet makes again waits, Pending, and runs again once the workload and its Mountpoint Pod
+// are gone.
+func testHeadroom(t *testing.T) {
+	installChart(t, "--set", "mountpointPod.headroom.enabled=true")
+	defer installChart(t) // the suite's values again (no headroom)
+	setMode(t, "pod")
+	ctx := context.Background()
+	headroom := func() []corev1.Pod {
+		var pods corev1.PodList
+		harness.Must(t, env.c.List(ctx, &pods, client.InNamespace(mpNamespace), client.MatchingLabels{"app": "mountpoint-headroom"}))
+		return pods.Items
+	}
+	var first corev1.Pod
+	harness.Eventually(t, 2*time.Minute, func() string {
+		for _, p := range headroom() {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				first = p
+				return ""
+			}
+		}
+		return fmt.Sprintf("no headroom pod running on the pod-mode node: %d pods", len(headroom()))
+	})
+	ns := newNamespace(t, "headroom")
+	bucket := "headroom-" + suffix()
+	env.s3.CreateBucket(t, bucket)
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
+	filler := fillNode(t, ns, resource.MustParse("16Mi"), 0)
+
+	w := workload(t, ns, "w", claim, podOpts{})
+	waitRunning(t, 2*time.Minute, w)
+	mustRun(t)(execIn(t, w, "printf 'room\\n' > /data/room.txt"))
+	if got := string(env.s3.GetObject(t, bucket, "room.txt")); got != "room\n" {
+		t.Errorf("object written = %q", got)
+	}
+	var cur corev1.Pod
+	harness.Must(t, env.c.Get(ctx, client.ObjectKeyFromObject(filler), &cur))
+	if cur.Status.Phase != corev1.PodRunning || cur.DeletionTimestamp != nil {
+		t.Errorf("the pod filling the node was preempted (%s): the headroom pod should have gone first", cur.Status.Phase)
+	}
+	harness.Eventually(t, time.Minute, func() string {
+		for _, p := range headroom() {
+			if p.UID == first.UID {
+				return "the first headroom pod is still there"
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				return "a headroom pod runs although the Mountpoint Pod took its room"
+			}
+		}
+		return ""
+	})
+	deletePods(t, w)
+	harness.Eventually(t, 2*time.Minute, func() string {
+		for _, p := range headroom() {
+			if p.Status.Phase == corev1.PodRunning {
+				return ""
+			}
+		}
+		return "no headroom pod running again after the Mountpoint Pod left"
+	})
+	deletePods(t, filler)
 }

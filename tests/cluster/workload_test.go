@@ -285,6 +285,9 @@ func currentState(t *testing.T) nodeState {
 	var pods corev1.PodList
 	harness.Must(t, env.c.List(context.Background(), &pods, client.InNamespace(mpNamespace)))
 	for _, p := range pods.Items {
+		if p.Labels["app.kubernetes.io/component"] == "headroom" {
+			continue // the chart's headroom pods (mountpointPod.headroom), not Mountpoint Pods
+		}
 		s.mpPods = append(s.mpPods, p.Name)
 	}
 	var atts crdv2.MountpointS3PodAttachmentList

@@ -29,7 +29,7 @@ import (
 
 const (
 	mpNamespace   = "mount-s3"
-	priorityClass = "mount-s3-critical"
+	priorityClass = "mount-s3-node-critical"
 	storageClass  = "s3-dynamic"
 )
 

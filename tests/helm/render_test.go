@@ -236,6 +236,10 @@ func TestModeRendering(t *testing.T) {
 			if m.pod {
 				wantMP := []string{"Namespace/" + m.mpNamespace, "PodDisruptionBudget/mountpoint-pods", "Role/scality-csi-controller", "Role/scality-s3-csi-node",
 					"RoleBinding/scality-csi-controller", "RoleBinding/scality-s3-csi-node"}
+				if m.headroom {
+					wantMP = append(wantMP, "DaemonSet/mountpoint-headroom")
+				}
+				slices.Sort(wantMP)
 				slices.Sort(mpNamespaced)
 				if diff := cmp.Diff(wantMP, mpNamespaced); diff != "" {
 					t.Errorf("objects in the Mountpoint namespace (-want +got):\n%s", diff)
@@ -407,8 +411,30 @@ func TestValuesReachPods(t *testing.T) {
 		}
 	}
 	pc := typed[schedulingv1.PriorityClass](t, one(t, objs, "PriorityClass", "s3-mountpoint"))
-	if pc.Value != 1_000_000_000 || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != corev1.PreemptNever {
+	if pc.Value != 1_000_000_000 || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != corev1.PreemptLowerPriority {
 		t.Errorf("priority class: %+v", pc)
+	}
+	// Headroom: the lowest priority, never preempting, on the pod-mode nodes (pod is the
+	// default here: every node not labelled systemd), holding its requests, restricted.
+	hc := typed[schedulingv1.PriorityClass](t, one(t, objs, "PriorityClass", "mount-s3-headroom"))
+	if hc.Value != -1000 || hc.PreemptionPolicy == nil || *hc.PreemptionPolicy != corev1.PreemptNever {
+		t.Errorf("headroom priority class: %+v", hc)
+	}
+	hr := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "mountpoint-headroom")).Spec.Template.Spec
+	if hr.PriorityClassName != "mount-s3-headroom" || hr.ServiceAccountName != "s3-mountpoint" || len(hr.ImagePullSecrets) != 2 ||
+		len(hr.Tolerations) != 1 || hr.Tolerations[0].Key != "storage" {
+		t.Errorf("headroom pods: class %q, account %q, pull secrets %v, tolerations %v", hr.PriorityClassName, hr.ServiceAccountName, hr.ImagePullSecrets, hr.Tolerations)
+	}
+	if mem := hr.Containers[0].Resources.Requests.Memory(); mem.String() != "256Mi" {
+		t.Errorf("headroom pods hold %s of memory, want 256Mi", mem)
+	}
+	if expr := hr.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]; expr.Key != "s3.csi.scality.com/mounter" ||
+		expr.Operator != corev1.NodeSelectorOpNotIn || !slices.Equal(expr.Values, []string{"systemd"}) {
+		t.Errorf("headroom node affinity %+v, want every node not labelled systemd", expr)
+	}
+	if sc := hr.Containers[0].SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem ||
+		len(sc.Capabilities.Drop) != 1 || hr.SecurityContext.RunAsNonRoot == nil || !*hr.SecurityContext.RunAsNonRoot || hr.AutomountServiceAccountToken == nil || *hr.AutomountServiceAccountToken {
+		t.Errorf("headroom pods are not restricted: %+v / %+v", hr.SecurityContext, sc)
 	}
 	wantTol := []corev1.Toleration{
 		{Key: "s3.csi.scality.com/agent-not-ready", Operator: corev1.TolerationOpExists},

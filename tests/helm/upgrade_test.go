@@ -107,8 +107,8 @@ func TestValuesOf1xRefused(t *testing.T) {
 		"sidecars.livenessProbe.volumeMounts[0].name=a":             "sidecars.livenessProbe.volumeMounts",
 		"sidecars.csiProvisioner.env[0].name=A":                     "sidecars.csiProvisioner.env",
 		"mountpointPod.preemptingPriorityClassName=x":               "mountpointPod.priorityClassName",
-		"mountpointPod.headroomPriorityClassName=x":                 "no headroom pods",
-		"mountpointPod.headroomImage.tag=3.10":                      "no headroom pods",
+		"mountpointPod.headroomPriorityClassName=x":                 "mountpointPod.headroom.priorityClassName",
+		"mountpointPod.headroomImage.tag=3.10":                      "run the driver image",
 		"image.containerRegistry=ghcr.io":                           "image.repository",
 		"controller.seLinuxOptions.type=x":                          "no SELinux type",
 	} {

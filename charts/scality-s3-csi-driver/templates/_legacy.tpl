@@ -32,8 +32,8 @@ the same name (node.logLevel, node.tolerations, …) are in docs/upgrade.md's ta
 {{- if hasKey $s "env" }}{{ fail (printf "sidecars.%s.env is a value of the 1.x/2.x chart: nothing: the chart gives each sidecar the flags and environment it needs (docs/upgrade.md)" $name) }}{{ end }}
 {{- if hasKey $s "volumeMounts" }}{{ fail (printf "sidecars.%s.volumeMounts is a value of the 1.x/2.x chart: nothing: the chart mounts what each sidecar needs (docs/upgrade.md)" $name) }}{{ end }}
 {{- end }}
-{{- if hasKey .Values.mountpointPod "preemptingPriorityClassName" }}{{ fail "mountpointPod.preemptingPriorityClassName is a value of the 2.x chart: nothing yet: Mountpoint Pods use mountpointPod.priorityClassName (docs/upgrade.md)" }}{{ end }}
-{{- if hasKey .Values.mountpointPod "headroomPriorityClassName" }}{{ fail "mountpointPod.headroomPriorityClassName is a value of the 2.x chart: nothing yet: this chart has no headroom pods (docs/upgrade.md)" }}{{ end }}
-{{- if hasKey .Values.mountpointPod "headroomImage" }}{{ fail "mountpointPod.headroomImage is a value of the 2.x chart: nothing yet: this chart has no headroom pods (docs/upgrade.md)" }}{{ end }}
+{{- if hasKey .Values.mountpointPod "preemptingPriorityClassName" }}{{ fail "mountpointPod.preemptingPriorityClassName is a value of the 2.x chart: use mountpointPod.priorityClassName, whose class preempts (mountpointPod.preemptionPolicy; docs/upgrade.md)" }}{{ end }}
+{{- if hasKey .Values.mountpointPod "headroomPriorityClassName" }}{{ fail "mountpointPod.headroomPriorityClassName is a value of the 2.x chart: use mountpointPod.headroom.priorityClassName (headroom pods are per node here; docs/upgrade.md)" }}{{ end }}
+{{- if hasKey .Values.mountpointPod "headroomImage" }}{{ fail "mountpointPod.headroomImage is a value of the 2.x chart: nothing: headroom pods (mountpointPod.headroom) run the driver image (docs/upgrade.md)" }}{{ end }}
 {{- if hasKey .Values.image "containerRegistry" }}{{ fail "image.containerRegistry is a value of the 2.x chart: put the registry in image.repository (registry.example.com/path/s3-csi-driver) (docs/upgrade.md)" }}{{ end }}
 {{- end -}}
