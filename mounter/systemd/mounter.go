@@ -448,6 +448,7 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 		post:        post,
 		slice:       Slice,
 		resources:   rec.Resources,
+		stopPost:    [][]string{recordResult(filepath.Join(dir, resultFileName))},
 	}
 	_ = os.Remove(spec.logFile) // the output of this start only
 	result, err := m.runUnit(ctx, unit, spec)

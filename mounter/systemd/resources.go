@@ -3,7 +3,6 @@ package systemd
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -74,18 +73,6 @@ func (u unitResources) properties() []sd.Property {
 		props = append(props, sd.Property{Name: "CPUQuotaPerSecUSec", Value: dbus.MakeVariant(u.CPUQuotaUS)})
 	}
 	return props
-}
-
-// describe says what the settings are, for people (Events, errors).
-func (u unitResources) describe() string {
-	var parts []string
-	if u.MemoryMax > 0 {
-		parts = append(parts, "MemoryMax="+resource.NewQuantity(int64(u.MemoryMax), resource.BinarySI).String())
-	}
-	if u.CPUQuotaUS > 0 {
-		parts = append(parts, fmt.Sprintf("CPUQuota=%d%%", u.CPUQuotaUS/10000))
-	}
-	return strings.Join(parts, " ")
 }
 
 // SliceCap is the node-wide cap of Slice: every mount-s3 unit together (zero: unset).

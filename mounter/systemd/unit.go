@@ -57,11 +57,13 @@ type unitSpec struct {
 	more [][]string
 	// pre are ExecStartPre commands, run in order before argv; post are ExecStartPost
 	// commands, run once argv's start completed (for forking units: mount-s3 mounted).
-	pre     [][]string
-	post    [][]string
-	env     []string
-	logFile string
-	timeout time.Duration
+	pre  [][]string
+	post [][]string
+	// stopPost are ExecStopPost commands, run once the unit stopped, however it ended.
+	stopPost [][]string
+	env      []string
+	logFile  string
+	timeout  time.Duration
 	// slice is the unit's slice ("" for the manager's default); resources its cgroup settings.
 	slice     string
 	resources unitResources
@@ -121,6 +123,9 @@ func (u unitSpec) properties() []sd.Property {
 	}
 	if len(u.post) > 0 {
 		props = append(props, ExecProperty("ExecStartPost", u.post...))
+	}
+	if len(u.stopPost) > 0 {
+		props = append(props, ExecProperty("ExecStopPost", u.stopPost...))
 	}
 	if u.kind == "forking" {
 		// Give mount-s3 time to flush when the unit is stopped; its FUSE mount is already

@@ -5,6 +5,7 @@ package systemdmounter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,11 +205,39 @@ func TestUnitResources(t *testing.T) {
 		}
 		return ""
 	})
+	// The unit left how it ended (systemd's $SERVICE_RESULT, by its ExecStopPost): killed.
+	var result string
+	harness.Eventually(t, 10*time.Second, func() string {
+		b, _ := os.ReadFile(filepath.Join(e.unitStateDir(t), "mount-s3.result"))
+		if result = strings.TrimSpace(string(b)); result != "signal" {
+			return fmt.Sprintf("mount-s3.result = %q, want signal", result)
+		}
+		return ""
+	})
+	if end := e.m.HowItEnded(ctx, req.Target, time.Now()); end.OOMKilled {
+		t.Errorf("a killed unit reported OOM-killed: %+v", end)
+	}
 	if repaired, err := e.m.Repair(ctx, req.Target); err != nil || !repaired {
 		t.Fatalf("Repair = %v %v", repaired, err)
 	}
 	check("after the repair")
+	// What an OOM kill leaves (this user manager on cgroup v1 cannot produce one): the
+	// Event's detail names the unit's MemoryMax.
+	harness.Must(t, os.WriteFile(filepath.Join(e.unitStateDir(t), "mount-s3.result"), []byte("oom-kill\n"), 0o600))
+	if end := e.m.HowItEnded(ctx, req.Target, time.Now()); !end.OOMKilled || !strings.Contains(end.Detail, "was OOM-killed at its MemoryMax=512Mi") {
+		t.Errorf("after an OOM kill: %+v", end)
+	}
 	if err := e.m.Unmount(ctx, req.Target); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// unitStateDir is the state directory of the only mount of the test.
+func (e *env) unitStateDir(t *testing.T) string {
+	t.Helper()
+	entries, err := os.ReadDir(e.state)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("state directories %v (%v), want one", entries, err)
+	}
+	return filepath.Join(e.state, entries[0].Name())
 }
