@@ -62,6 +62,8 @@ type options struct {
 	// given, then as parsed by validate.
 	resourceFlags  map[string]*string
 	sliceMemoryMax string
+	cacheSizeLimit string
+	maxCacheMiB    uint64
 	sliceCPULimit  string
 	mountResources corev1.ResourceRequirements
 	sliceCap       systemd.SliceCap
@@ -120,6 +122,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 		o.resourceFlags[attr] = v
 		fs.StringVar(v, strings.TrimPrefix(mountresources.Flags[attr], "--"), "", "systemd mount mode: mount-s3's default "+resourceFlagHelp[attr]+" (a Kubernetes quantity; empty: none), set on its unit; the volume attribute "+attr+" overrides it (pod mode: the Pod Reconciler's flag of the same name)")
 	}
+	fs.StringVar(&o.cacheSizeLimit, "mountpoint-cache-size-limit", "", "systemd mount mode: the size a mount's cache directory may take (a Kubernetes quantity, at least 128Mi; empty: mount-s3's own default); mount-s3's --max-cache-size is set or lowered to a tenth (at least 64Mi) below it, as the Pod Reconciler's flag of the same name does for a Mountpoint Pod's cache volume")
 	fs.StringVar(&o.sliceMemoryMax, "systemd-slice-memory-max", "", "systemd mount mode: MemoryMax of the s3csi.slice every mount-s3 unit runs in, a node-wide cap of their memory together (a Kubernetes quantity; empty: none)")
 	fs.StringVar(&o.sliceCPULimit, "systemd-slice-cpu-limit", "", "systemd mount mode: CPU quota of s3csi.slice, in CPUs (a Kubernetes quantity such as 2 or 1500m; empty: none)")
 	fs.StringVar(&o.credentialsDir, "systemd-credentials-dir", "", "systemd mount mode: host directory (a tmpfs such as /run/s3.csi.scality.com, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them; empty: each mount's state directory, as earlier releases (and their charts, which do not mount such a directory) do")
@@ -196,6 +199,18 @@ func (o *options) validate() error {
 	var err error
 	if o.mountResources, err = mountresources.FromFlags(values); err != nil {
 		errs = append(errs, err)
+	}
+	if o.cacheSizeLimit != "" {
+		q, err := mountresources.Parse("--mountpoint-cache-size-limit", o.cacheSizeLimit)
+		if err == nil {
+			o.maxCacheMiB, err = mountresources.CacheBudgetMiB(q)
+			if err != nil {
+				err = fmt.Errorf("--mountpoint-cache-size-limit: %w", err)
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, f := range []struct {
 		name, value string
@@ -339,6 +354,7 @@ func run(ctx context.Context, o options) error {
 		MountResources:        o.mountResources,
 		Proxy:                 o.proxy,
 		SystemdSliceCap:       o.sliceCap,
+		SystemdMaxCacheMiB:    o.maxCacheMiB,
 		MountPath:             o.mountPath,
 		MetricsAddress:        o.metricsAddress,
 		Profiling:             o.profiling,

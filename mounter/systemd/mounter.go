@@ -74,6 +74,9 @@ type Config struct {
 	MountPath string
 	// Health judges mounts (default: a Checker with mounthealth's default deadline).
 	Health *mounthealth.Checker
+	// MaxCacheMiB bounds mount-s3's --max-cache-size for a mount with a cache (0: no bound):
+	// the cache directory in the mount's state directory stays within it.
+	MaxCacheMiB uint64
 	// CallTimeout bounds each D-Bus call to systemd (default 30s) and DialTimeout each
 	// connection attempt (default 5s): a stuck systemd makes operations fail with
 	// mounter.ErrUnavailable instead of hanging.
@@ -309,6 +312,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		}
 		env = append(env, credEnv...)
 	}
+	req.Args = req.Args.BoundCache(m.cfg.MaxCacheMiB)
 	rec := m.newRecord(req)
 	var owned []string
 	rec.Args, owned = ownedPaths(req, dir)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -88,6 +89,21 @@ func (a *Args) Remove(key string) (string, bool) {
 	v, ok := a.m[key]
 	delete(a.m, key)
 	return v, ok
+}
+
+// BoundCache returns a with mount-s3's --max-cache-size at most maxMiB when a has a cache
+// (set when absent, lowered when above); a without a cache, or maxMiB 0, is returned as is.
+func (a Args) BoundCache(maxMiB uint64) Args {
+	if maxMiB == 0 || !a.Has("cache") {
+		return a
+	}
+	v, ok := a.Get("max-cache-size")
+	if n, err := strconv.ParseUint(v, 10, 64); ok && err == nil && n <= maxMiB {
+		return a
+	}
+	out := a.Clone()
+	out.Set("max-cache-size", strconv.FormatUint(maxMiB, 10))
+	return out
 }
 
 // Clone returns an independent copy.

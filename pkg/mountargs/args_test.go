@@ -193,3 +193,37 @@ func TestBuildRepeatedBind(t *testing.T) {
 		t.Errorf("binds = %q, want %q", binds, want)
 	}
 }
+
+func TestBoundCache(t *testing.T) {
+	build := func(flags ...string) Args {
+		t.Helper()
+		b, err := Build(Options{MountFlags: flags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Args
+	}
+	for _, tc := range []struct {
+		name  string
+		args  Args
+		bound uint64
+		want  string // the --max-cache-size value, "" when absent
+	}{
+		{"no cache", build("allow-delete"), 900, ""},
+		{"no bound", build("cache"), 0, ""},
+		{"set", build("cache"), 900, "900"},
+		{"lowered", build("cache", "max-cache-size=5000"), 900, "900"},
+		{"kept", build("cache", "max-cache-size=100"), 900, "100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.args.List()
+			got, _ := tc.args.BoundCache(tc.bound).Get("max-cache-size")
+			if got != tc.want {
+				t.Errorf("--max-cache-size = %q, want %q", got, tc.want)
+			}
+			if !slices.Equal(before, tc.args.List()) {
+				t.Errorf("BoundCache changed its receiver: %v → %v", before, tc.args.List())
+			}
+		})
+	}
+}

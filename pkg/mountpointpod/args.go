@@ -1,8 +1,10 @@
 package mountpointpod
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -29,9 +31,13 @@ func checkArgs(args []string) error {
 	return nil
 }
 
+// CacheDirName is the cache directory of mount-s3 in the pod's temporary directory (its cache
+// volume).
+const CacheDirName = "mount-s3-cache"
+
 // mountS3Args returns what follows the bucket and the mount point on mount-s3's command line:
 // --foreground, then args with the host-path options rewritten (see the package comment). It
-// also returns the cache directory it created, "" if none; the caller removes it. With a cache
+// also returns the cache directory, "" if none; the caller removes it when the pod ends. With a cache
 // and maxCacheMiB > 0 (the bound of the pod's /tmp), mount-s3's --max-cache-size is at most
 // maxCacheMiB: set to it when absent, lowered to it when above.
 func mountS3Args(args []string, maxCacheMiB uint64) ([]string, string, error) {
@@ -53,9 +59,15 @@ func mountS3Args(args []string, maxCacheMiB uint64) ([]string, string, error) {
 			klog.InfoS("Dropping a mount-s3 option: mount-s3 logs to the container output instead", "arg", a)
 		case a == "--cache" || strings.HasPrefix(a, "--cache="):
 			if cache == "" {
-				dir, err := os.MkdirTemp("", "mount-s3-cache-")
-				if err != nil {
+				// One fixed directory: a Mountpoint Pod serves one volume, and the container
+				// that mount-s3's death restarts finds the cache its predecessor left in the
+				// pod's cache volume (serve removes it only when the pod ends).
+				dir := filepath.Join(os.TempDir(), CacheDirName)
+				if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 					return nil, "", fmt.Errorf("create the cache directory: %w", err)
+				}
+				if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+					return nil, "", fmt.Errorf("the cache directory %s is not a directory", dir)
 				}
 				cache = dir
 			}

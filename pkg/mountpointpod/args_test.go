@@ -52,6 +52,7 @@ func TestMountS3Args(t *testing.T) {
 		{"no cache, no size", []string{"--allow-delete"}, 900, []string{"--foreground", "--allow-delete"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TMPDIR", t.TempDir()) // the pod's own /tmp
 			got, cache, err := mountS3Args(tc.in, tc.bound)
 			if err != nil {
 				t.Fatal(err)

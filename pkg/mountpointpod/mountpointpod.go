@@ -165,16 +165,20 @@ func waitForOptions(ctx context.Context, c Config, ln *mountoptions.Listener, re
 }
 
 // serve runs mount-s3 on the received descriptor until it exits, and reports the outcome.
-func serve(ctx context.Context, c Config, o mountoptions.Options, fuse *os.File) error {
+func serve(ctx context.Context, c Config, o mountoptions.Options, fuse *os.File) (served error) {
 	// Keep this copy of the descriptor until mount.err is written: as long as one copy is
 	// open the FUSE connection lives, so the node plugin cannot see it die before the error
 	// report exists.
 	defer fuse.Close()
 	errFile := c.path(mountoptions.ErrorFileName)
 	args, cache, err := mountS3Args(o.Args, c.MaxCacheMiB)
-	if cache != "" {
-		defer os.RemoveAll(cache)
-	}
+	defer func() {
+		// Kept for the restarted container after a failure (a repair keeps the cache); gone
+		// with the pod otherwise.
+		if cache != "" && served == nil {
+			_ = os.RemoveAll(cache)
+		}
+	}()
 	if err != nil {
 		return report(errFile, err.Error(), err)
 	}

@@ -121,6 +121,7 @@ func start(t *testing.T, prepare func(comm string)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("TMPDIR", t.TempDir()) // the pod's own /tmp, where the cache goes
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	f := &fixture{
 		t: t, ctx: ctx, comm: t.TempDir(), report: filepath.Join(t.TempDir(), "report.json"),

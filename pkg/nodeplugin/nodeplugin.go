@@ -120,6 +120,8 @@ type Config struct {
 	MountResources corev1.ResourceRequirements
 	// Proxy reaches every mount-s3 (HTTPS_PROXY, HTTP_PROXY, NO_PROXY); zero: none.
 	Proxy proxyenv.Config
+	// SystemdMaxCacheMiB bounds mount-s3's --max-cache-size in systemd mode (0: none).
+	SystemdMaxCacheMiB uint64
 	// SystemdSliceCap is the node-wide cap of the slice of every mount-s3 unit (zero: none).
 	SystemdSliceCap systemd.SliceCap
 	// SecretScope is where a node-publish Secret may live (secretscope.Claim or Any); Claim
@@ -158,6 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 			StagingDir:     filepath.Join(cfg.KubeletPath, "plugins", version.DriverName+"-staging"),
 			CredentialsDir: cfg.SystemdCredentialsDir,
 			StartTimeout:   cfg.MountTimeout,
+			MaxCacheMiB:    cfg.SystemdMaxCacheMiB,
 			CallTimeout:    cfg.SystemdTimeout,
 			Health:         health,
 		})

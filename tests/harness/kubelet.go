@@ -232,6 +232,11 @@ func (mk *MountpointKubelet) run(ctx context.Context, p *corev1.Pod) {
 	}
 	_ = os.Chown(comm, 0, mounterUID)
 	_ = os.Chmod(comm, 0o2770)
+	// The pod's /tmp (its cache volume), as TMPDIR: a real container's /tmp is its own.
+	tmp := filepath.Join(filepath.Dir(comm), "tmp")
+	_ = os.MkdirAll(tmp, 0o770)
+	_ = os.Chown(tmp, 0, mounterUID)
+	_ = os.Chmod(tmp, 0o2770)
 	// A private mount namespace: the comm dir at /comm, and no inherited FUSE mount (a copy would
 	// keep another mount's FUSE connection alive after the host unmounts it, as no real
 	// container does).
@@ -244,7 +249,7 @@ exec setpriv --reuid=1000 --regid=1000 --clear-groups "$1" --comm-dir=/comm --mo
 	}
 	proc := &Process{Name: "scality-csi-mounter", Path: "/usr/bin/unshare",
 		Args:    []string{"-m", "--propagation", "private", "sh", "-c", script, comm, container, MountS3(mk.t)},
-		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		Env:     []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + tmp},
 		LogFile: filepath.Join(mk.t.TempDir(), p.Name+".log"), t: mk.t}
 	proc.Start()
 	mk.procs[p.Name] = proc

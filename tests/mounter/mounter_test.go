@@ -85,7 +85,7 @@ func TestServeAndRetire(t *testing.T) {
 		t.Errorf("mount-s3's environment is not exactly the sent one (-sent +got):\n%s", diff)
 	}
 	wantArgs := []string{harness.MountS3(t), bucket, "/dev/fd/3", "--foreground", "--allow-delete", "--allow-root", "--force-path-style"}
-	if len(ms3.args) != 9 || !slices.Equal(ms3.args[:7], wantArgs) || !strings.HasPrefix(ms3.args[7], "--cache=/tmp/mount-s3-cache-") || ms3.args[8] != "--max-cache-size=900" {
+	if len(ms3.args) != 9 || !slices.Equal(ms3.args[:7], wantArgs) || ms3.args[7] != "--cache="+filepath.Join(n.tmp, "mount-s3-cache") || ms3.args[8] != "--max-cache-size=900" {
 		t.Errorf("mount-s3 command line = %q, want %q + --cache=<dir in the pod> --max-cache-size=900", ms3.args, wantArgs)
 	}
 	if _, err := os.Stat(n.path(mountoptions.SocketName)); !errors.Is(err, os.ErrNotExist) {
@@ -128,11 +128,27 @@ func TestBucketMissing(t *testing.T) {
 	s3 := harness.StartS3(t)
 	n := newNode(t, s3)
 	m := n.startMounter()
-	if err := n.handOver("no-such-bucket", "--force-path-style"); err != nil {
+	if err := n.handOver("no-such-bucket", "--force-path-style", "--cache"); err != nil {
 		t.Fatalf("hand-over: %v", err)
 	}
 	if code := m.exitCode(); code == 0 {
 		t.Fatalf("exit status 0 after mount-s3 failed; log:\n%s", m.log())
+	}
+	// The cache stays in the pod's cache volume for the restarted container: what it holds
+	// (here a marker) is there again for the next mount-s3.
+	cache := filepath.Join(n.tmp, "mount-s3-cache")
+	if err := os.WriteFile(filepath.Join(cache, "marker"), []byte("kept"), 0o644); err != nil {
+		t.Fatalf("the cache directory did not outlive the failure: %v", err)
+	}
+	m2 := n.startMounter()
+	if err := n.handOver("no-such-bucket", "--force-path-style", "--cache"); err != nil {
+		t.Fatalf("second hand-over: %v", err)
+	}
+	if code := m2.exitCode(); code == 0 {
+		t.Fatalf("exit status 0 after mount-s3 failed again; log:\n%s", m2.log())
+	}
+	if b, err := os.ReadFile(filepath.Join(cache, "marker")); err != nil || string(b) != "kept" {
+		t.Errorf("the restarted container's cache lost what was there: %q %v", b, err)
 	}
 	b, err := os.ReadFile(n.path(mountoptions.ErrorFileName))
 	if err != nil || !strings.Contains(string(b), "initial ListObjectsV2 failed for bucket no-such-bucket") {

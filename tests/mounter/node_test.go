@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,6 +127,8 @@ type node struct {
 	comm   string
 	source string
 	env    []string // mount-s3's environment
+	// tmp is the pod's /tmp (its cache volume): the mounter's TMPDIR.
+	tmp string
 	// mounterArgs are added to the mounter's command line by startMounter.
 	mounterArgs []string
 }
@@ -140,8 +143,10 @@ func newNode(t *testing.T, s3 *harness.S3Server) *node {
 		s3:     s3,
 		comm:   filepath.Join(kubelet, "pods", "0a1b2c3d-mountpoint-pod", "volumes", "kubernetes.io~empty-dir", "comm"),
 		source: filepath.Join(kubelet, "plugins", version.DriverName, "mnt", "mp-test"),
+		tmp:    filepath.Join(kubelet, "pods", "0a1b2c3d-mountpoint-pod", "volumes", "kubernetes.io~empty-dir", "tmp"),
 	}
 	mkdir(t, n.source, 0o755, 0)
+	mkdir(t, n.tmp, 0o2770, podGID)
 	mkdir(t, n.comm, 0o2770, podGID)
 	if s3 != nil {
 		creds := filepath.Join(n.comm, mountoptions.CredentialsDirName)
@@ -190,7 +195,7 @@ func (n *node) path(name string) string { return filepath.Join(n.comm, name) }
 
 func (n *node) startMounter(mounterEnv ...string) *mounterProc {
 	n.t.Helper()
-	m := startMounter(n.t, n.comm, mounterEnv, n.mounterArgs...)
+	m := startMounter(n.t, n.comm, append(slices.Clone(mounterEnv), "TMPDIR="+n.tmp), n.mounterArgs...)
 	eventually(n.t, "the mounter's socket", func() bool {
 		_, err := os.Stat(n.path(mountoptions.SocketName))
 		return err == nil || !m.running()

@@ -38,6 +38,12 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, 0)
+}
+
+// setupWith is setup with a bound on mount-s3's cache (systemd.Config.MaxCacheMiB).
+func setupWith(t *testing.T, maxCacheMiB uint64) *env {
+	t.Helper()
 	harness.RequireRoot(t)
 	e := &env{s3: harness.StartS3(t)}
 	e.kubelet = filepath.Join(t.TempDir(), "kubelet")
@@ -50,6 +56,7 @@ func setup(t *testing.T) *env {
 		StateDir:      e.state,
 		StagingDir:    e.state + "-staging",
 		StartTimeout:  20 * time.Second,
+		MaxCacheMiB:   maxCacheMiB,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -240,4 +247,49 @@ func (e *env) unitStateDir(t *testing.T) string {
 		t.Fatalf("state directories %v (%v), want one", entries, err)
 	}
 	return filepath.Join(e.state, entries[0].Name())
+}
+
+// TestCacheBoundAndKeptOnRepair: a mount with a cache gets mount-s3's --max-cache-size from
+// the node's bound (lowered when it asks for more), its cache directory is in its state
+// directory, and a repair after mount-s3 died keeps what the directory holds; the unpublish
+// removes it.
+func TestCacheBoundAndKeptOnRepair(t *testing.T) {
+	e := setupWith(t, 900)
+	ctx := context.Background()
+	e.s3.CreateBucket(t, "cached")
+	req := e.request(t, "pod1", "cached", "cache", "max-cache-size=5000")
+	if err := e.m.Mount(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	unit := systemd.MountUnitName(req.Target)
+	out, err := e.sd.Systemctl("show", unit, "-p", "ExecStart", "--value")
+	if err != nil || !strings.Contains(out, "--max-cache-size=900") || strings.Contains(out, "--max-cache-size=5000") {
+		t.Errorf("ExecStart %q (%v), want --max-cache-size lowered to 900", out, err)
+	}
+	cache := filepath.Join(e.unitStateDir(t), "cache")
+	if !strings.Contains(out, "--cache="+cache) {
+		t.Errorf("ExecStart %q, want the cache in the state directory %s", out, cache)
+	}
+	harness.Must(t, os.WriteFile(filepath.Join(cache, "marker"), []byte("kept"), 0o600))
+	if _, err := e.sd.Systemctl("kill", "--signal=KILL", unit); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 10*time.Second, func() string {
+		if r, _ := (&mounthealth.Checker{}).Check(ctx, req.Target); r.State == mounthealth.Live {
+			return "the mount still answers"
+		}
+		return ""
+	})
+	if repaired, err := e.m.Repair(ctx, req.Target); err != nil || !repaired {
+		t.Fatalf("Repair = %v %v", repaired, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(cache, "marker")); err != nil || string(b) != "kept" {
+		t.Errorf("the repair lost the cache: %q %v", b, err)
+	}
+	if err := e.m.Unmount(ctx, req.Target); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cache); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cache left after the unpublish: %v", err)
+	}
 }
