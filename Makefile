@@ -162,6 +162,10 @@ bench-scale: build $(TEST_TOOLS) ## Print node plugin costs at 10-1,000 live mou
 bench-burst: build $(TEST_TOOLS) ## Print what a burst of BENCH_BURST (200) publishes then unpublishes does in systemd mode (codes, leftovers); BENCH_BURST_TIMEOUT sets --systemd-timeout; not asserted.
 	$(TESTS_GO) test -run '^$$' -bench 'BurstSystemd' -benchtime 1x -count 1 -timeout 30m ./bench/
 
+.PHONY: bench-footprint
+bench-footprint: build $(TEST_TOOLS) ## Print the memory and CPU of one mount's daemons at idle and under a read burst, both modes, with the mount-s3 stand-in (its figures, not mount-s3's); not asserted.
+	$(TESTS_GO) test -run '^$$' -bench 'MountS3Footprint' -benchtime 1x -count 1 -timeout 20m ./bench/
+
 .PHONY: bench-controller
 bench-controller: build $(TEST_TOOLS) ## Print Pod Reconciler figures for 2,000 pods (time, writes, RSS); not asserted.
 	$(TESTS_GO) test -run '^$$' -bench 'Controller' -benchtime 1x -count 1 -timeout 20m ./bench/
