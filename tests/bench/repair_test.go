@@ -133,15 +133,7 @@ func repairPod(b *testing.B) repairRuns {
 	w := benchWorkload(b, k, pv, node, "r")
 	waitAttachedAndRunning(b, k, node, pv.Name, 1)
 	target := harness.TargetPath(b, kubelet, string(w.UID), pv.Name)
-	req := &csi.NodePublishVolumeRequest{
-		VolumeId:   pv.Spec.CSI.VolumeHandle,
-		TargetPath: target,
-		VolumeCapability: &csi.VolumeCapability{
-			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
-		},
-		VolumeContext: map[string]string{"bucketName": "pod-bench", "csi.storage.k8s.io/pod.uid": string(w.UID)},
-	}
+	req := podPublishReq(b, kubelet, pv, w)
 	if _, err := drv.Node.NodePublishVolume(ctx, req); err != nil {
 		b.Fatalf("publish: %v\n%s", err, drv.Log())
 	}
