@@ -43,6 +43,7 @@ type options struct {
 	serviceAccount     string
 	pullSecrets        string
 	labels             string
+	securityContext    string
 	annotations        string
 	cacheSizeLimit     string
 	cpuRequest         string
@@ -73,6 +74,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tolerations, "mountpoint-tolerations", "", `tolerations of the Mountpoint Pods as a JSON list, e.g. [{"key":"dedicated","operator":"Exists"}] (none when empty)`)
 	fs.StringVar(&o.serviceAccount, "mountpoint-service-account", "", "service account of the Mountpoint Pods (the namespace default when empty; its token is never mounted)")
 	fs.StringVar(&o.pullSecrets, "mountpoint-image-pull-secrets", "", "comma-separated names of Secrets in the Mountpoint Pod namespace used to pull the Mountpoint Pods' image (none when empty)")
+	fs.StringVar(&o.securityContext, "mountpoint-security-context", "", `added to every Mountpoint Pod's security context, as JSON, e.g. {"seccompProfile":{"type":"Localhost","localhostProfile":"profiles/mount-s3.json"}}: seLinuxOptions (type and level), seccompProfile, appArmorProfile, supplementalGroups, within the restricted Pod Security level; the user, group and fsGroup are the driver's (none when empty)`)
 	fs.StringVar(&o.labels, "mountpoint-labels", "", `labels added to every Mountpoint Pod as a JSON object, e.g. {"team":"storage"} (none when empty); the driver's own keys (s3.csi.scality.com/*, app.kubernetes.io/component) are refused`)
 	fs.StringVar(&o.annotations, "mountpoint-annotations", "", `annotations added to every Mountpoint Pod as a JSON object, e.g. {"sidecar.istio.io/inject":"false"} (none when empty); the driver's own keys (s3.csi.scality.com/*) are refused`)
 	fs.StringVar(&o.cacheSizeLimit, "mountpoint-cache-size-limit", "", "size limit of a Mountpoint Pod's /tmp volume, where mount-s3 keeps a volume's cache (the cache mount option), a Kubernetes quantity of at least 128Mi; mount-s3's --max-cache-size is kept below it (none when empty: the cache is bounded only by mount-s3's own default)")
@@ -134,6 +136,10 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	securityContext, err := podcontract.ParseSecurityContext("--mountpoint-security-context", o.securityContext)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	res, err := mountresources.FromFlags(map[string]string{
 		mountresources.AttrCPURequest: o.cpuRequest, mountresources.AttrCPULimit: o.cpuLimit,
 		mountresources.AttrMemoryRequest: o.memoryRequest, mountresources.AttrMemoryLimit: o.memoryLimit,
@@ -171,7 +177,7 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 			Namespace: o.namespace, Image: o.image, Command: []string{o.command}, ImagePullPolicy: policy,
 			PriorityClassName: o.priorityClass, Tolerations: tolerations, ServiceAccountName: o.serviceAccount,
 			ImagePullSecrets: pullSecrets, DriverVersion: version.Version, Resources: res,
-			Labels: labels, Annotations: annotations, CacheSizeLimit: cacheLimit,
+			Labels: labels, Annotations: annotations, CacheSizeLimit: cacheLimit, SecurityContext: securityContext,
 		},
 		BatchWindow: o.batchWindow,
 		OrphanGrace: o.orphanGrace,

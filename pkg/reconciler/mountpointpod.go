@@ -41,6 +41,9 @@ type MountpointPodConfig struct {
 	// Resources are the mountpoint container's default requests and limits; a volume's
 	// attributes override them (mountresources.Resolve).
 	Resources corev1.ResourceRequirements
+	// SecurityContext is added to every Mountpoint Pod's (podcontract.ParseSecurityContext
+	// checked it); nil: the driver's alone.
+	SecurityContext *podcontract.SecurityContext
 }
 
 // tmpVolume is the Mountpoint Pod's writable /tmp (its root filesystem is read-only).
@@ -143,6 +146,7 @@ func buildMountpointPod(cfg MountpointPodConfig, key podcontract.Key, name, work
 			pod.Spec.Containers[0].Args = []string{fmt.Sprintf("--max-cache-size-mib=%d", mib)}
 		}
 	}
+	cfg.SecurityContext.Apply(&pod.Spec)
 	if labels[podcontract.LabelWorkloadUID] == "" {
 		delete(pod.Labels, podcontract.LabelWorkloadUID)
 	}

@@ -443,3 +443,23 @@ func TestRunningWorkloadLeavesUnscheduledMountpointPod(t *testing.T) {
 		return fmt.Sprintf("the running workload of the scheduled Mountpoint Pod %s was detached: %v", mp2.Name, e.attachments())
 	})
 }
+
+// TestMountpointPodSecurityContext: --mountpoint-security-context reaches the Mountpoint Pods,
+// which the API server admits, and the driver's own settings stay.
+func TestMountpointPodSecurityContext(t *testing.T) {
+	e := newEnv(t, `--mountpoint-security-context={"seLinuxOptions":{"type":"container_t","level":"s0:c1,c2"},"seccompProfile":{"type":"Localhost","localhostProfile":"profiles/mount-s3.json"},"supplementalGroups":[2000]}`)
+	_, claim := e.volume("confined", volumeOpts{})
+	w := e.pod("w", e.node(1), nil, claim)
+	mp := e.mountpointPodOf(w)
+	psc := mp.Spec.SecurityContext
+	if psc.SELinuxOptions == nil || psc.SELinuxOptions.Level != "s0:c1,c2" || psc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost ||
+		!slices.Equal(psc.SupplementalGroups, []int64{2000}) {
+		t.Errorf("Mountpoint Pod security context %+v", psc)
+	}
+	if psc.RunAsUser == nil || *psc.RunAsUser != podcontract.MountpointUID || psc.FSGroup == nil || *psc.FSGroup != podcontract.MountpointUID {
+		t.Errorf("the driver's user and fsGroup changed: %+v", psc)
+	}
+	if c := mp.Spec.Containers[0].SecurityContext; c.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || !*c.ReadOnlyRootFilesystem {
+		t.Errorf("container security context %+v", c)
+	}
+}
