@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -147,20 +146,9 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	var cacheLimit *resource.Quantity
-	if o.cacheSizeLimit != "" {
-		q, err := mountresources.Parse("--mountpoint-cache-size-limit", o.cacheSizeLimit)
-		if err == nil {
-			_, err = mountresources.CacheBudgetMiB(q)
-			if err != nil {
-				err = fmt.Errorf("--mountpoint-cache-size-limit: %w", err)
-			}
-		}
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			cacheLimit = &q
-		}
+	cacheLimit, _, err := mountresources.ParseCacheLimit("--mountpoint-cache-size-limit", o.cacheSizeLimit)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	defaultMode, err := mountmode.Parse(o.defaultMounter)
 	if err != nil {

@@ -200,17 +200,8 @@ func (o *options) validate() error {
 	if o.mountResources, err = mountresources.FromFlags(values); err != nil {
 		errs = append(errs, err)
 	}
-	if o.cacheSizeLimit != "" {
-		q, err := mountresources.Parse("--mountpoint-cache-size-limit", o.cacheSizeLimit)
-		if err == nil {
-			o.maxCacheMiB, err = mountresources.CacheBudgetMiB(q)
-			if err != nil {
-				err = fmt.Errorf("--mountpoint-cache-size-limit: %w", err)
-			}
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	if _, o.maxCacheMiB, err = mountresources.ParseCacheLimit("--mountpoint-cache-size-limit", o.cacheSizeLimit); err != nil {
+		errs = append(errs, err)
 	}
 	for _, f := range []struct {
 		name, value string

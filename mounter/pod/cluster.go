@@ -271,9 +271,9 @@ const unplacedRecheck = 2 * time.Second
 func (c *Cluster) unplaceableFor(ctx context.Context, name string) (time.Duration, string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
-	var pod corev1.Pod
-	if err := c.api.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &pod); err != nil {
-		if !apierrors.IsNotFound(err) {
+	pod, err := c.ReadMountpointPod(ctx, name)
+	if err != nil || pod == nil {
+		if err != nil {
 			klog.V(2).InfoS("Mountpoint Pod not read", "mountpointPod", name, "err", err)
 		}
 		return 0, "", false
@@ -281,7 +281,7 @@ func (c *Cluster) unplaceableFor(ctx context.Context, name string) (time.Duratio
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 		return 0, "", false
 	}
-	why, since, stuck := podcontract.UnschedulableSince(&pod)
+	why, since, stuck := podcontract.UnschedulableSince(pod)
 	if !stuck {
 		return 0, "", false
 	}

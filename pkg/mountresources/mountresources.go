@@ -144,3 +144,20 @@ func CacheBudgetMiB(limit resource.Quantity) (uint64, error) {
 	room := max(mib/10, 64)
 	return mib - room, nil
 }
+
+// ParseCacheLimit reads the cache size limit flag ("" is none: a nil limit and no budget) and
+// returns it with its CacheBudgetMiB. Errors name flag.
+func ParseCacheLimit(flag, v string) (*resource.Quantity, uint64, error) {
+	if v == "" {
+		return nil, 0, nil
+	}
+	q, err := Parse(flag, v)
+	if err != nil {
+		return nil, 0, err
+	}
+	mib, err := CacheBudgetMiB(q)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", flag, err)
+	}
+	return &q, mib, nil
+}
