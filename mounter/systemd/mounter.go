@@ -91,6 +91,7 @@ type Mounter struct {
 	health  *mounthealth.Checker
 	records recordCache // what Targets and Recorded read every monitor sweep
 	jobs    *prometheus.HistogramVec
+	endings endings // how failed mount units ended, read when they are reset
 }
 
 var _ mounter.Mounter = (*Mounter)(nil)
@@ -452,7 +453,7 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 		post:        post,
 		slice:       Slice,
 		resources:   rec.Resources,
-		stopPost:    [][]string{recordResult(filepath.Join(dir, resultFileName))},
+		keepFailed:  true,
 	}
 	_ = os.Remove(spec.logFile) // the output of this start only
 	result, err := m.runUnit(ctx, unit, spec)
@@ -520,6 +521,9 @@ func (m *Mounter) stopUnit(ctx context.Context, name string) error {
 		if len(loaded) == 0 {
 			return nil
 		}
+		if loaded[0].ActiveState == "failed" {
+			m.noteEnding(ctx, c, name)
+		}
 		ch := make(chan string, 1)
 		start := time.Now()
 		if _, err := c.StopUnitContext(ctx, name, "replace", ch); err != nil {
@@ -533,7 +537,7 @@ func (m *Mounter) stopUnit(ctx context.Context, name string) error {
 		if err != nil {
 			return fmt.Errorf("stop unit %s: %w", name, err)
 		}
-		// A unit that failed before CollectMode applied may linger as "failed".
+		// A mount unit that failed stays loaded until now (how it ended was read above).
 		if err := c.ResetFailedUnitContext(ctx, name); err != nil && !isNoSuchUnit(err) {
 			klog.V(4).InfoS("Reset of a stopped unit failed", "unit", name, "err", err)
 		}
@@ -578,6 +582,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
 	}
+	m.endings.take(unit) // nobody asks how a mount that is going ended
 	for _, old := range olds {
 		if err := m.forgetLegacy(ctx, old); err != nil {
 			return err

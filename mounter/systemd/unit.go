@@ -59,11 +59,12 @@ type unitSpec struct {
 	// commands, run once argv's start completed (for forking units: mount-s3 mounted).
 	pre  [][]string
 	post [][]string
-	// stopPost are ExecStopPost commands, run once the unit stopped, however it ended.
-	stopPost [][]string
-	env      []string
-	logFile  string
-	timeout  time.Duration
+	// keepFailed keeps the unit loaded after a failure, with its Result (success, signal,
+	// oom-kill, ...), until the driver reads it and resets the unit; otherwise it goes at once.
+	keepFailed bool
+	env        []string
+	logFile    string
+	timeout    time.Duration
 	// slice is the unit's slice ("" for the manager's default); resources its cgroup settings.
 	slice     string
 	resources unitResources
@@ -109,8 +110,7 @@ func (u unitSpec) properties() []sd.Property {
 		{Name: "StandardInput", Value: dbus.MakeVariant("null")},
 		{Name: "StandardOutputFile", Value: dbus.MakeVariant(u.logFile)},
 		{Name: "StandardErrorFile", Value: dbus.MakeVariant(u.logFile)},
-		// Transient units disappear once inactive, even after a failure, so nothing lingers.
-		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+		{Name: "CollectMode", Value: dbus.MakeVariant(u.collectMode())},
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(u.timeout / time.Microsecond))},
 	}
 	props = append(props, Sandbox()...)
@@ -124,15 +124,21 @@ func (u unitSpec) properties() []sd.Property {
 	if len(u.post) > 0 {
 		props = append(props, ExecProperty("ExecStartPost", u.post...))
 	}
-	if len(u.stopPost) > 0 {
-		props = append(props, ExecProperty("ExecStopPost", u.stopPost...))
-	}
 	if u.kind == "forking" {
 		// Give mount-s3 time to flush when the unit is stopped; its FUSE mount is already
 		// gone by then because the driver unmounts first.
 		props = append(props, sd.Property{Name: "TimeoutStopUSec", Value: dbus.MakeVariant(uint64(30 * time.Second / time.Microsecond))})
 	}
 	return props
+}
+
+// collectMode is when systemd unloads the transient unit: once inactive, even after a failure,
+// so that nothing lingers, unless the unit is kept failed for the driver to read how it ended.
+func (u unitSpec) collectMode() string {
+	if u.keepFailed {
+		return "inactive"
+	}
+	return "inactive-or-failed"
 }
 
 // record is what the driver remembers about a mount, in the mount's state directory, so that

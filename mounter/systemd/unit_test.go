@@ -48,6 +48,7 @@ func TestPropertiesGolden(t *testing.T) {
 		env:         []string{"AWS_REGION=us-east-1", "AWS_PROFILE=s3-csi", "AWS_CONFIG_FILE=/state/config", "AWS_SHARED_CREDENTIALS_FILE=/state/credentials", "AWS_ENDPOINT_URL=http://s3:8000"},
 		logFile:     "/state/mount-s3.log",
 		timeout:     60 * time.Second,
+		keepFailed:  true,
 		pre:         [][]string{{"/bin/umount", "-f", "-l", "/staging/abc"}},
 		post: [][]string{{"/bin/mount", "--no-canonicalize", "--make-private", "/staging/abc"},
 			{"/bin/mount", "--no-canonicalize", "--bind", "/staging/abc", "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"},
@@ -107,6 +108,8 @@ type fakeConn struct {
 	absent bool
 	// hang makes ListUnitsByPatterns block until its context ends (a systemd that does not answer).
 	hang bool
+	// activeState is the listed unit's ActiveState; result its Service Result property.
+	activeState, result string
 }
 
 func (f *fakeConn) record(call string) bool {
@@ -163,7 +166,7 @@ func (f *fakeConn) ListUnitsByPatternsContext(ctx context.Context, _, patterns [
 	if f.absent {
 		return nil, nil
 	}
-	return []sd.UnitStatus{{Name: patterns[0]}}, nil
+	return []sd.UnitStatus{{Name: patterns[0], ActiveState: f.activeState}}, nil
 }
 
 func (f *fakeConn) SystemStateContext(context.Context) (*sd.Property, error) {
@@ -177,8 +180,14 @@ func (f *fakeConn) SetPropertiesSubscriber(chan<- *sd.PropertiesUpdate, chan<- e
 
 func (f *fakeConn) KillUnitContext(context.Context, string, int32) {}
 
-func (f *fakeConn) GetServicePropertyContext(context.Context, string, string) (*sd.Property, error) {
-	return nil, errors.New("no such property")
+func (f *fakeConn) GetServicePropertyContext(_ context.Context, name, prop string) (*sd.Property, error) {
+	f.record("get " + name + " " + prop)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if prop != "Result" || f.result == "" {
+		return nil, errors.New("no such property")
+	}
+	return &sd.Property{Name: prop, Value: dbus.MakeVariant(f.result)}, nil
 }
 
 func (f *fakeConn) SetUnitPropertiesContext(_ context.Context, name string, _ bool, _ ...sd.Property) error {
@@ -488,5 +497,50 @@ func TestTailEscapes(t *testing.T) {
 	}
 	if got, want := tail(p, 3), `\xa6x`; got != want { // a rune cut in half
 		t.Errorf("tail of 3 bytes = %q, want %q", got, want)
+	}
+}
+
+// TestStopUnitReadsHowAFailedUnitEnded: a failed mount unit's Result is read before the unit is
+// stopped and reset, once, and HowItEnded reports an OOM kill from it (a real user manager on
+// this machine's cgroup v1 cannot produce one: tests/systemdmounter shows the read of a real
+// "signal" result).
+func TestStopUnitReadsHowAFailedUnitEnded(t *testing.T) {
+	c := &fakeConn{connected: true, jobResult: "done", activeState: "failed", result: "oom-kill"}
+	dial, _ := dialer(c)
+	m := newMounter(Config{StateDir: t.TempDir()}, dial)
+	target := "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"
+	unit := MountUnitName(target)
+	start := time.Now()
+	if err := m.stopUnit(context.Background(), unit); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"list " + unit, "get " + unit + " Result", "stop " + unit, "reset " + unit}
+	if !slices.Equal(c.calls, want) {
+		t.Errorf("calls = %v, want %v", c.calls, want)
+	}
+	end := m.HowItEnded(context.Background(), target, start)
+	if !end.OOMKilled || !strings.Contains(end.Detail, "(unit "+unit+") was OOM-killed at no MemoryMax") {
+		t.Errorf("HowItEnded = %+v, want an OOM kill", end)
+	}
+	if end := m.HowItEnded(context.Background(), target, start); end.OOMKilled {
+		t.Errorf("the same ending reported twice: %+v", end)
+	}
+	// A result read long before the mount died is not this death's.
+	if err := m.stopUnit(context.Background(), unit); err != nil {
+		t.Fatal(err)
+	}
+	if end := m.HowItEnded(context.Background(), target, time.Now().Add(2*time.Minute)); end.OOMKilled {
+		t.Errorf("an old ending reported: %+v", end)
+	}
+	// Any other result, or a unit that did not fail, is no OOM kill; a running unit's Result is not read.
+	c.result = "signal"
+	_ = m.stopUnit(context.Background(), unit)
+	if end := m.HowItEnded(context.Background(), target, start); end.OOMKilled {
+		t.Errorf("a killed unit reported OOM-killed: %+v", end)
+	}
+	c.activeState, c.calls = "active", nil
+	_ = m.stopUnit(context.Background(), unit)
+	if slices.Contains(c.calls, "get "+unit+" Result") {
+		t.Errorf("the Result of a running unit was read: %v", c.calls)
 	}
 }
