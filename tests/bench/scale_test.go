@@ -95,8 +95,8 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	ctx := context.Background()
 	pid := n.drv.Pid()
 	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
-	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %24s %18s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt)", "stand-in alone ms")
-	fmt.Printf("%12d %13s %9.1f %15s %14s %16s\n", 0, "-", rssMiB(b, pid), "-", "-", "-")
+	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %24s %18s %20s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt)", "stand-in alone ms", "RSS anon / file MiB")
+	fmt.Printf("%12d %13s %9.1f %15s %14s %16s %20s %18s %24s %18s %20s\n", 0, "-", rssMiB(b, pid), "-", "-", "-", "-", "-", "-", "-", rssSplit(b, pid))
 	live := 0
 	for _, size := range sizes {
 		for live < size {
@@ -131,7 +131,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		if count1 > count0 {
 			sweep = fmt.Sprintf("%.1f", (sum1-sum0)/(count1-count0)*1000)
 		}
-		rss := rssMiB(b, pid)
+		rss, split := rssMiB(b, pid), rssSplit(b, pid)
 		extra := 1_000_000 + size // a volume of its own, made and removed again
 		n.prepare(extra)
 		jobs0 := systemdJobs(b, n.metrics)
@@ -168,8 +168,8 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		if n.standin != nil {
 			standin = fmt.Sprintf("%.0f", ms(n.standin()))
 		}
-		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s %18s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
-			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm, floor, standin)
+		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s %18s %20s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
+			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm, floor, standin, split)
 		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
@@ -186,7 +186,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		wg.Wait()
 	}
 	time.Sleep(idleWindow)
-	fmt.Printf("%12s %13s %9.1f   (every mount gone, %s later)\n", "0 again", "-", rssMiB(b, pid), idleWindow)
+	fmt.Printf("%12s %13s %9.1f   (every mount gone, %s later; anon / file %s)\n", "0 again", "-", rssMiB(b, pid), idleWindow, rssSplit(b, pid))
 	saveProfiles(b, n.metrics, mode+"-0-again")
 }
 
@@ -445,6 +445,31 @@ func rssMiB(b *testing.B, pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// rssSplit returns the anonymous and file-backed parts of pid's resident set ("anon / file",
+// MiB): the heap, stacks and runtime against the binary's pages.
+func rssSplit(b *testing.B, pid int) string {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var anon, file float64
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "RssAnon:":
+			anon = kb / 1024
+		case "RssFile:", "RssShmem:":
+			file += kb / 1024
+		}
+	}
+	return fmt.Sprintf("%.1f / %.1f", anon, file)
 }
 
 // traceNode starts a 2 s execution trace of the node plugin, saved to
