@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/s3csi/s3-csi-driver/tests/cluster/rig"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
@@ -94,10 +97,16 @@ func installChartFrom(t *testing.T, chart string, extra ...string) {
 	waitRollout(t)
 }
 
-// waitRollout waits, like docs/install.md tells users to, until the node DaemonSet and the
-// controller Deployment have rolled out.
+// waitRollout waits, like docs/install.md tells users to, until the node DaemonSet, the
+// controller Deployment and, with pod mode in use, the Pod Reconciler's have rolled out.
 func waitRollout(t *testing.T) {
 	t.Helper()
 	mustRun(t)(kubectl(t, "-n", releaseNS, "rollout", "status", "ds/s3-csi-node", "--timeout=3m"))
 	mustRun(t)(kubectl(t, "-n", releaseNS, "rollout", "status", "deploy/s3-csi-controller", "--timeout=3m"))
+	var rec appsv1.Deployment
+	if err := env.c.Get(context.Background(), client.ObjectKey{Namespace: releaseNS, Name: "s3-pod-reconciler"}, &rec); err == nil {
+		mustRun(t)(kubectl(t, "-n", releaseNS, "rollout", "status", "deploy/s3-pod-reconciler", "--timeout=3m"))
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 }

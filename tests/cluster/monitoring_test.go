@@ -45,7 +45,7 @@ func testMonitoring(t *testing.T) {
 		}
 		return out.String()
 	}
-	node, controller := scrape("s3-csi-node", 9809), scrape("s3-csi-controller", 8080)
+	node, controller := scrape("s3-csi-node", 9809), scrape("s3-pod-reconciler", 8080)
 	for _, name := range harness.MonitoringMetrics(t) {
 		_, inNode := harness.MetricSum(node, name)
 		_, inController := harness.MetricSum(controller, name)

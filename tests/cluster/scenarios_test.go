@@ -487,7 +487,7 @@ func testControllerBurst(t *testing.T) {
 	for i := 0; i < volumes*perVolume; i++ {
 		pods = append(pods, workload(t, ns, fmt.Sprintf("w%02d", i), claims[i%volumes], podOpts{}))
 		if i == volumes*perVolume/2 {
-			mustRun(t)(kubectl(t, "-n", releaseNS, "delete", "pod", "-l", "app=s3-csi-controller", "--wait=false"))
+			mustRun(t)(kubectl(t, "-n", releaseNS, "delete", "pod", "-l", "app in (s3-csi-controller, s3-pod-reconciler)", "--wait=false"))
 		}
 	}
 	t.Logf("%d workloads created after %s", len(pods), time.Since(start).Round(time.Second))
@@ -497,7 +497,7 @@ func testControllerBurst(t *testing.T) {
 	if len(st.attachments) != volumes || len(st.mpPods) != volumes {
 		t.Errorf("want exactly %d attachments and Mountpoint Pods (one per volume), got %d and %d: %s", volumes, len(st.attachments), len(st.mpPods), st)
 	}
-	mustRun(t)(kubectl(t, "-n", releaseNS, "rollout", "status", "deploy/s3-csi-controller", "--timeout=2m"))
+	waitRollout(t)
 	deletePods(t, pods...)
 	expectClean(t)
 }

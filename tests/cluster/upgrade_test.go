@@ -168,10 +168,11 @@ func testUpgradeRollback(t *testing.T) {
 		}
 		return h[0].Chart
 	}
-	// The driver's pods (node plugin, controller) by UID: each rollout must replace them all.
+	// The driver's pods (node plugin, controller, Pod Reconciler) by UID: each rollout must
+	// replace them all.
 	driverPods := func() []string {
 		var uids []string
-		for _, app := range []string{"s3-csi-node", "s3-csi-controller"} {
+		for _, app := range []string{"s3-csi-node", "s3-csi-controller", "s3-pod-reconciler"} {
 			var pods corev1.PodList
 			harness.Must(t, env.c.List(context.Background(), &pods, client.InNamespace(releaseNS), client.MatchingLabels{"app": app}))
 			for _, p := range pods.Items {

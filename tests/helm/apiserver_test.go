@@ -261,17 +261,22 @@ func TestRBAC(t *testing.T) {
 			default:
 				ctrlDenied = append(ctrlDenied, access{"get", "", "secrets", "default"}, access{"get", "", "secrets", "team-a"})
 			}
+			// The Pod Reconciler has a service account of its own (pod mode): Mountpoint Pods,
+			// attachments, reading workloads; never Secrets, PersistentVolume writes or Nodes.
+			// csi-provisioner's account never gets what the Pod Reconciler does.
 			reconciler := []access{
 				{"create", "", "pods", mp}, {"delete", "", "pods", mp}, {"list", "", "pods", ""},
 				{"create", group, s3pa, ""}, {"update", group, s3pa, ""}, {"list", "", "persistentvolumes", ""},
 			}
-			if m.pod {
-				ctrlAllowed = append(ctrlAllowed, reconciler...)
-			} else {
-				ctrlDenied = append(ctrlDenied, reconciler[0], reconciler[1], reconciler[3])
-				// The provisioner's Lease is in the release namespace only. (The Pod Reconciler's
-				// generated ClusterRole grants Leases in every namespace: its marker has no
-				// namespace, so this is checked without pod mode only.)
+			reconcilerDenied := []access{
+				{"get", "", "secrets", "default"}, {"get", "", "secrets", "team-a"}, {"get", "", "secrets", mp},
+				{"create", "", "persistentvolumes", ""}, {"delete", "", "persistentvolumes", ""},
+				{"update", "", "persistentvolumeclaims", "team-a"}, {"create", "", "pods", "default"},
+				{"patch", "", "nodes", ""},
+			}
+			ctrlDenied = append(ctrlDenied, reconciler[0], reconciler[1], reconciler[3], reconciler[4])
+			if !m.pod {
+				// The provisioner's Lease is in the release namespace only.
 				ctrlDenied = append(ctrlDenied, access{"create", "coordination.k8s.io", "leases", "default"})
 			}
 			check := func(sa string, want bool, list []access) {
@@ -297,6 +302,12 @@ func TestRBAC(t *testing.T) {
 			check("s3-csi-node", false, nodeDenied)
 			check("s3-csi-controller", true, ctrlAllowed)
 			check("s3-csi-controller", false, ctrlDenied)
+			if m.pod {
+				check("s3-pod-reconciler", true, reconciler)
+				check("s3-pod-reconciler", false, reconcilerDenied)
+			} else {
+				check("s3-pod-reconciler", false, reconciler)
+			}
 		})
 	}
 }

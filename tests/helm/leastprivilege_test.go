@@ -306,9 +306,10 @@ func TestSecretNamespacesDefault(t *testing.T) {
 }
 
 // TestControllerSeparation: the CSI controller container, which parses S3 responses, gets no
-// service account token (the pod's automount is off; csi-provisioner and the Pod Reconciler
-// mount a projected token), and with s3.credentials.controllerSecretName it gets its own
-// credentials while the node plugin keeps the nodes'.
+// service account token (the pod's automount is off; csi-provisioner mounts a projected token);
+// the Pod Reconciler runs in a Deployment of its own with a service account of its own (what
+// each account may do: TestRBAC); and with s3.credentials.controllerSecretName the CSI
+// controller gets its own credentials while the node plugin keeps the nodes'.
 func TestControllerSeparation(t *testing.T) {
 	m := modes[2] // mixed: pod mode in use, so the Pod Reconciler runs too
 	_, objs := m.render(t, "--set", "s3.credentials.secretName=s3-data", "--set", "s3.credentials.controllerSecretName=s3-buckets")
@@ -325,9 +326,13 @@ func TestControllerSeparation(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]bool{"csi-provisioner": true, "s3-pod-reconciler": true}
+	want := map[string]bool{"csi-provisioner": true}
 	if !maps.Equal(mounts, want) {
 		t.Errorf("containers with the API token: %v, want %v", mounts, want)
+	}
+	rec := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-pod-reconciler")).Spec.Template.Spec
+	if rec.ServiceAccountName == dep.ServiceAccountName || len(rec.Containers) != 1 {
+		t.Errorf("the Pod Reconciler shares service account %q with csi-provisioner (%q), or its pod has %d containers", rec.ServiceAccountName, dep.ServiceAccountName, len(rec.Containers))
 	}
 	secretOf := func(spec corev1.PodSpec, container string) string {
 		for _, c := range spec.Containers {

@@ -40,7 +40,7 @@ func TestMonitoringRender(t *testing.T) {
 			}
 			want := []string{"s3-csi-node"}
 			if m.pod {
-				want = append(want, "s3-csi-controller")
+				want = append(want, "s3-pod-reconciler")
 			}
 			if len(monitors) != len(want) {
 				t.Fatalf("PodMonitors %v, want %v", keys(monitors), want)

@@ -138,8 +138,22 @@ func TestModeRendering(t *testing.T) {
 				wantInit = []string{"install-mp"}
 			}
 			wantCtrl := []string{"s3-csi-controller", "csi-provisioner"}
-			if m.pod {
-				wantCtrl = append(wantCtrl, "s3-pod-reconciler")
+			// The Pod Reconciler: a Deployment and a service account of its own, in pod mode only.
+			var recSpec corev1.PodSpec
+			if recs := find(objs, "Deployment", "s3-pod-reconciler"); m.pod != (len(recs) == 1) {
+				t.Errorf("Deployment s3-pod-reconciler rendered %d times, pod mode in use %v", len(recs), m.pod)
+			} else if m.pod {
+				rd := typed[appsv1.Deployment](t, recs[0])
+				recSpec = rd.Spec.Template.Spec
+				if _, got := containerNames(recSpec); !slices.Equal(got, []string{"s3-pod-reconciler"}) {
+					t.Errorf("Pod Reconciler containers %v", got)
+				}
+				if recSpec.ServiceAccountName != "s3-pod-reconciler" || recSpec.ServiceAccountName == ctrl.ServiceAccountName {
+					t.Errorf("Pod Reconciler service account %q (controller's %q): want one of its own", recSpec.ServiceAccountName, ctrl.ServiceAccountName)
+				}
+				if rd.Spec.Template.Labels["app"] != "s3-pod-reconciler" || len(find(objs, "ServiceAccount", "s3-pod-reconciler")) != 1 {
+					t.Errorf("Pod Reconciler: label app=%q, service account rendered %d times", rd.Spec.Template.Labels["app"], len(find(objs, "ServiceAccount", "s3-pod-reconciler")))
+				}
 			}
 			gotInit, gotNode := containerNames(node)
 			_, gotCtrl := containerNames(ctrl)
@@ -287,7 +301,7 @@ func TestModeRendering(t *testing.T) {
 				t.Errorf("node --default-mounter = %q, want %q", nodeMode, m.defaultMode)
 			}
 			if m.pod {
-				rec := container(t, ctrl, "s3-pod-reconciler")
+				rec := container(t, recSpec, "s3-pod-reconciler")
 				if got, _ := flagValue(rec.Args, "default-mounter"); got != nodeMode {
 					t.Errorf("--default-mounter: node %q, Pod Reconciler %q: they must agree", nodeMode, got)
 				}
@@ -367,7 +381,8 @@ func TestValuesReachPods(t *testing.T) {
 	_, objs := m.render(t)
 	ds := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node"))
 	dep := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller"))
-	node, ctrl := ds.Spec.Template.Spec, dep.Spec.Template.Spec
+	recDep := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-pod-reconciler"))
+	node, ctrl, recSpec := ds.Spec.Template.Spec, dep.Spec.Template.Spec, recDep.Spec.Template.Spec
 
 	// The pod file keeps the built-in registration; the sidecar images come from the same
 	// file rendered with node.registration=sidecars.
@@ -379,7 +394,7 @@ func TestValuesReachPods(t *testing.T) {
 			images[c.Name] = c.Image + " " + string(c.ImagePullPolicy)
 		}
 	}
-	for _, spec := range []corev1.PodSpec{node, ctrl} {
+	for _, spec := range []corev1.PodSpec{node, ctrl, recSpec} {
 		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 			images[c.Name] = c.Image + " " + string(c.ImagePullPolicy)
 		}
@@ -396,7 +411,7 @@ func TestValuesReachPods(t *testing.T) {
 	if diff := cmp.Diff(wantImages, images); diff != "" {
 		t.Errorf("images (-want +got):\n%s", diff)
 	}
-	rec := container(t, ctrl, "s3-pod-reconciler")
+	rec := container(t, recSpec, "s3-pod-reconciler")
 	for flag, want := range map[string]string{
 		"mountpoint-image":               "registry.example.com/storage/s3-csi-driver:v0.1.0-rc1",
 		"mountpoint-image-pull-policy":   "Always",
@@ -443,16 +458,18 @@ func TestValuesReachPods(t *testing.T) {
 	if diff := cmp.Diff(wantTol, node.Tolerations); diff != "" {
 		t.Errorf("node tolerations (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, ctrl.Tolerations); diff != "" {
-		t.Errorf("controller tolerations (-want +got):\n%s", diff)
+	for _, spec := range []corev1.PodSpec{ctrl, recSpec} {
+		if diff := cmp.Diff([]corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, spec.Tolerations); diff != "" {
+			t.Errorf("controller tolerations (-want +got):\n%s", diff)
+		}
 	}
-	if node.PriorityClassName != "system-node-critical" || ctrl.PriorityClassName != "system-cluster-critical" {
-		t.Errorf("priority classes: node %q, controller %q", node.PriorityClassName, ctrl.PriorityClassName)
+	if node.PriorityClassName != "system-node-critical" || ctrl.PriorityClassName != "system-cluster-critical" || recSpec.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("priority classes: node %q, controller %q, Pod Reconciler %q", node.PriorityClassName, ctrl.PriorityClassName, recSpec.PriorityClassName)
 	}
-	if *dep.Spec.Replicas != 2 {
-		t.Errorf("replicas = %d, want 2", *dep.Spec.Replicas)
+	if *dep.Spec.Replicas != 2 || *recDep.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d and %d, want 2", *dep.Spec.Replicas, *recDep.Spec.Replicas)
 	}
-	for _, spec := range []corev1.PodSpec{node, ctrl} {
+	for _, spec := range []corev1.PodSpec{node, ctrl, recSpec} {
 		if diff := cmp.Diff([]corev1.LocalObjectReference{{Name: "registry-example"}}, spec.ImagePullSecrets); diff != "" {
 			t.Errorf("image pull secrets (-want +got):\n%s", diff)
 		}
