@@ -22,6 +22,12 @@ const capSysAdmin = 21
 //   - RestrictNamespaces: no new namespace (no user namespace to regain capabilities in).
 //   - LockPersonality, RestrictRealtime, RestrictSUIDSGID (no setuid/setgid file created),
 //     UMask=0077.
+//   - SystemCallFilter: a deny list (deniedSyscalls) of calls the container runtime's default
+//     seccomp profile also refuses to a container without capabilities, where real mount-s3
+//     runs in pod mode, failing with EPERM as they do there (SystemCallErrorNumber); among them
+//     bpf and perf_event_open, which CAP_SYS_ADMIN would otherwise allow: kernel programs and
+//     counters that read any process's memory. SystemCallArchitectures=native: no 32-bit
+//     system call ABI.
 //
 // Real mount-s3 already runs under tighter rules in pod mode (no capability at all, no
 // privilege escalation, the container runtime's seccomp profile); here it keeps the one
@@ -41,7 +47,35 @@ func Sandbox() []sd.Property {
 		{Name: "RestrictRealtime", Value: dbus.MakeVariant(true)},
 		{Name: "RestrictSUIDSGID", Value: dbus.MakeVariant(true)},
 		{Name: "UMask", Value: dbus.MakeVariant(uint32(0o077))},
+		{Name: "SystemCallFilter", Value: dbus.MakeVariant(syscallFilter{Allow: false, Calls: deniedSyscalls})},
+		{Name: "SystemCallErrorNumber", Value: dbus.MakeVariant(int32(1))}, // EPERM
+		{Name: "SystemCallArchitectures", Value: dbus.MakeVariant([]string{"native"})},
 	}
+}
+
+// deniedSyscalls are the system calls no process of the driver's units may make. Each is
+// refused by the default seccomp profile of the container runtimes (Docker's and containerd's,
+// for a container without the capability named) under which real mount-s3 runs in pod mode, so
+// refusing them here takes nothing mount-s3 uses away; systemd's groups are listed with the
+// calls they hold:
+//   - @keyring (add_key, keyctl, request_key), @swap (swapon, swapoff), @reboot (reboot,
+//     kexec_load, kexec_file_load), @module (init_module, finit_module, delete_module),
+//     @raw-io (iopl, ioperm, pciconfig_*), @obsolete (sysfs, ustat, uselib, ...);
+//   - bpf and perf_event_open (CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON), userfaultfd, pidfd_getfd,
+//     kcmp and lookup_dcookie (CAP_SYS_PTRACE, CAP_SYS_ADMIN), pivot_root, quotactl, acct,
+//     syslog, open_by_handle_at (CAP_DAC_READ_SEARCH), and setting the clock (CAP_SYS_TIME).
+var deniedSyscalls = []string{
+	"@keyring", "@swap", "@reboot", "@module", "@raw-io", "@obsolete",
+	"bpf", "perf_event_open", "userfaultfd", "pidfd_getfd", "kcmp", "lookup_dcookie",
+	"pivot_root", "quotactl", "acct", "syslog", "open_by_handle_at",
+	"clock_settime", "clock_adjtime", "settimeofday",
+}
+
+// syscallFilter is systemd's SystemCallFilter property (D-Bus (bas)): whether the list is an
+// allow list (false: a deny list), and the calls or @groups.
+type syscallFilter struct {
+	Allow bool
+	Calls []string
 }
 
 // addressFamilies is systemd's RestrictAddressFamilies property (D-Bus (bas)): whether the list

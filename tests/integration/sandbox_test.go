@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,13 +13,15 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/s3csi/s3-csi-driver/mounter/systemd"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
 // TestUnitsConfined: the mount-s3 a publish starts runs confined (systemd.Sandbox) and its
 // mount works: its process holds CAP_SYS_ADMIN only, in its bounding and effective sets, with
 // no_new_privs and a seccomp filter; a write and a read through the mount reach the bucket.
 // Then a unit with the same confinement running a shell shows each property refusing what it
-// is for, next to a control the unit may do.
+// is for, next to a control the unit may do; and a probe shows the system call filter refusing
+// each call it names, next to a unit without the filter where the same calls are made.
 func TestUnitsConfined(t *testing.T) {
 	s := newSuite(t, true)
 	s.s3.CreateBucket(t, "confined")
@@ -105,5 +108,57 @@ stat -c 'umask-file-mode %%a' own
 	}
 	if b, _ := os.ReadFile(other); string(b) != "theirs" {
 		t.Errorf("the other user's file changed: %q", b)
+	}
+
+	// The system call filter: a probe makes calls the filter denies, in a unit with the driver's
+	// sandbox and in one with the same sandbox but no filter (the control, where each call is
+	// allowed and fails, if at all, on its arguments).
+	probe := filepath.Join(dir, "syscallprobe")
+	build := exec.Command("go", "build", "-o", probe, "./integration/testdata/syscallprobe")
+	build.Dir = filepath.Join(harness.RepoRoot(), "tests")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the probe: %v\n%s", err, out)
+	}
+	runProbe := func(name string, props []sd.Property) map[string]string {
+		log := filepath.Join(dir, name+".out")
+		props = append([]sd.Property{
+			sd.PropType("oneshot"),
+			systemd.ExecProperty("ExecStart", []string{probe}),
+			{Name: "StandardOutputFile", Value: dbus.MakeVariant(log)},
+			{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+		}, props...)
+		ch := make(chan string, 1)
+		if _, err := conn.StartTransientUnitContext(context.Background(), name+".service", "fail", props, ch); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		if res := <-ch; res != "done" {
+			t.Fatalf("%s: %s", name, res)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if call, res, ok := strings.Cut(line, " "); ok {
+				got[call] = res
+			}
+		}
+		return got
+	}
+	var unfiltered []sd.Property
+	for _, p := range systemd.Sandbox() {
+		if !strings.HasPrefix(p.Name, "SystemCall") {
+			unfiltered = append(unfiltered, p)
+		}
+	}
+	filtered, control := runProbe("s3csi-syscall-probe", systemd.Sandbox()), runProbe("s3csi-syscall-control", unfiltered)
+	for _, call := range []string{"keyctl", "bpf", "perf_event_open", "swapoff", "quotactl"} {
+		if filtered[call] != "EPERM" {
+			t.Errorf("%s in the driver's sandbox: %q, want EPERM (refused by the filter)", call, filtered[call])
+		}
+		if control[call] == "" || control[call] == "EPERM" {
+			t.Errorf("%s without the filter: %q, want the call made (so the filter is what refuses it)", call, control[call])
+		}
 	}
 }
