@@ -177,8 +177,9 @@ func fdArgs(requested mountargs.Args) mountargs.Args {
 // made systemd announce every target's mount unit at every mount change on the node (ADR
 // 0008). An earlier release's guard at the target stays under the new binds until the
 // unpublish. snap, when not nil, is a read of the mount table made since the caller took the
-// target's lock and before any mount change of its own: the target is looked up there instead
-// of in a new read (at thousands of mounts each read costs milliseconds of the kernel's time).
+// target's lock and before any mount change of its own at the target: the target is looked up
+// there instead of in a new read (at thousands of mounts each read costs milliseconds of the
+// kernel's time).
 func (m *Mounter) bindTarget(ctx context.Context, source string, snap mounthealth.Snapshot, rec targetRecord) error {
 	target := rec.Target
 	var r mounthealth.Result
@@ -242,7 +243,8 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, snap mounthealt
 // ensureSource makes sure the Mountpoint Pod serves the bucket at source: nothing to do when it
 // already does; otherwise (no mount yet, or a dead one: the pod's mount-s3 died) mount FUSE,
 // send the options and the fd, and wait until mount-s3 answers (or reports an error in
-// mount.err).
+// mount.err). It returns the read of the mount table it made first: current for every path but
+// source.
 func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, comm string, src sourceRecord) (mounthealth.Snapshot, error) {
 	snap, err := m.health.Snapshot()
 	if err != nil {
@@ -296,7 +298,9 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 	}
 	ok = true
 	klog.V(2).InfoS("Mountpoint Pod serves the bucket", "mountpointPod", pod.Name, "bucket", src.Bucket, "source", source, "duration", time.Since(start))
-	return nil, nil // mounted since the read: the target is looked up afresh
+	// Mounted since the read, but at source only: the snapshot still tells what the target
+	// holds (the caller holds the target's lock), so bindTarget need not read the table again.
+	return snap, nil
 }
 
 // waitServed waits until the FUSE mount at source answers (mount-s3 took it over) or the pod
@@ -388,14 +392,15 @@ func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
 // other workloads until the controller retires the Mountpoint Pod. A mount of anything else is
 // refused.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
-	r, err := m.health.Check(ctx, target)
+	snap, err := m.health.Snapshot() // one read of the table for the target and its source
 	if err != nil {
 		return err
 	}
+	r := m.health.CheckIn(ctx, target, snap)
 	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
-	mp := m.sourceOf(r.Entry)
+	mp := m.sourceOf(r.Entry, snap)
 	if mp == "" {
 		if rec, ok := m.records.get(m.paths.targetRecord(target)); ok {
 			mp = rec.MountpointPod
@@ -420,19 +425,21 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	return nil
 }
 
-// sourceOf returns the Mountpoint Pod whose shared mount entry is a bind of ("" if none).
-func (m *Mounter) sourceOf(entry *mounttable.Entry) string {
+// sourceOf returns the Mountpoint Pod whose shared mount entry is a bind of ("" if none), from
+// the mount table read in snap.
+func (m *Mounter) sourceOf(entry *mounttable.Entry, snap mounthealth.Snapshot) string {
 	if entry == nil || !mounttable.IsMountS3(entry) {
 		return ""
 	}
-	entries, err := m.health.Table.List()
-	if err != nil {
-		return ""
-	}
 	root := m.paths.sourceRoot() + "/"
-	for _, e := range entries {
-		if e.Major == entry.Major && e.Minor == entry.Minor && strings.HasPrefix(e.MountPoint, root) {
-			return strings.TrimPrefix(e.MountPoint, root)
+	for path, entries := range snap {
+		if !strings.HasPrefix(path, root) {
+			continue
+		}
+		for _, e := range entries {
+			if e.Major == entry.Major && e.Minor == entry.Minor {
+				return strings.TrimPrefix(path, root)
+			}
 		}
 	}
 	return ""

@@ -53,14 +53,18 @@ func TestBindsOf(t *testing.T) {
 func TestSourceOf(t *testing.T) {
 	m := &Mounter{paths: paths{kubelet: "/k"}, health: &mounthealth.Checker{Table: table(t)}}
 	entries, _ := m.health.Table.List()
+	snap, err := m.health.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range entries {
 		if e.MountPoint == "/k/pods/w2/volumes/kubernetes.io~csi/pv/mount" {
-			if got := m.sourceOf(&e); got != "mp-a" {
+			if got := m.sourceOf(&e, snap); got != "mp-a" {
 				t.Errorf("sourceOf(bind) = %q, want mp-a", got)
 			}
 		}
 		if e.MountPoint == "/" {
-			if got := m.sourceOf(&e); got != "" {
+			if got := m.sourceOf(&e, snap); got != "" {
 				t.Errorf("sourceOf(root) = %q, want none", got)
 			}
 		}
