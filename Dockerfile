@@ -6,6 +6,9 @@
 #   /bin/scality-csi-controller   Pod Reconciler (controller Deployment, pod mode)
 #   /bin/scality-csi-mounter      Mountpoint Pods (pod mode; --mount-s3-path default below)
 #   /bin/install-mp               init container: copies /mountpoint-s3/bin/* to the host
+#   /mountpoint-s3/bin/scality-fuse-helper
+#                                 systemd mode: mounts FUSE for a mount unit and hands the
+#                                 connection to its mount-s3 (install-mp copies it to the host)
 #   /mountpoint-s3/bin/           mount-s3 and the libraries it needs beyond glibc, found through
 #                                 its RUNPATH $ORIGIN, so the same files run in the image (pod
 #                                 mode) and on any glibc host (systemd mode)
@@ -36,6 +39,8 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     go build -trimpath -ldflags "${GO_LDFLAGS}" -o /out/scality-csi-mounter ./cmd/scality-csi-mounter
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     go build -trimpath -ldflags "${GO_LDFLAGS}" -o /out/install-mp ./cmd/install-mp
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    go build -trimpath -ldflags "${GO_LDFLAGS}" -o /out/scality-fuse-helper ./cmd/scality-fuse-helper
 
 # ---------------------------------------------------------------------------------------------
 # mount-s3: the released Mountpoint for Amazon S3 build of a pinned version, checked against a
@@ -79,4 +84,5 @@ RUN set -eu; \
 FROM gcr.io/distroless/base-debian12 AS image
 COPY --from=build /out/scality-s3-csi-driver /out/scality-csi-controller /out/scality-csi-mounter /out/install-mp /bin/
 COPY --from=mountpoint /mountpoint-s3/ /mountpoint-s3/
+COPY --from=build /out/scality-fuse-helper /mountpoint-s3/bin/
 ENTRYPOINT ["/bin/scality-s3-csi-driver"]

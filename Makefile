@@ -23,7 +23,7 @@ TESTS_GO := cd $(TESTS_DIR) && $(GO)
 # tests/ is a Go module of its own (github.com/s3csi/s3-csi-driver/tests: the harness, the
 # stand-ins and every cross-cutting suite), so the driver's go.mod lists only what the
 # binaries and their unit tests use. TESTS_GO runs go in it.
-COMMANDS := scality-s3-csi-driver install-mp scality-csi-controller scality-csi-mounter
+COMMANDS := scality-s3-csi-driver install-mp scality-csi-controller scality-csi-mounter scality-fuse-helper
 BINARIES := $(addprefix $(BIN)/,$(COMMANDS)) $(BIN)/mount-s3
 
 # Tools the test suites need (see tools.mk).

@@ -70,6 +70,7 @@ type options struct {
 	// proxy of every S3 request: mount-s3's in both modes and the controller's.
 	proxy               proxyenv.Config
 	mountS3Path         string
+	fuseHelperPath      string
 	umountPath          string
 	kubeletPath         string
 	s3EndpointURL       string
@@ -127,6 +128,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.sliceCPULimit, "systemd-slice-cpu-limit", "", "systemd mount mode: CPU quota of s3csi.slice, in CPUs (a Kubernetes quantity such as 2 or 1500m; empty: none)")
 	fs.StringVar(&o.credentialsDir, "systemd-credentials-dir", "", "systemd mount mode: host directory (a tmpfs such as /run/s3.csi.scality.com, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them; empty: each mount's state directory, as earlier releases (and their charts, which do not mount such a directory) do")
 	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
+	fs.StringVar(&o.fuseHelperPath, "fuse-helper-path", "auto", "systemd mount mode: host path of scality-fuse-helper (install-mp copies it next to mount-s3): each mount unit gets its FUSE connection from it and runs mount-s3 without any capability, on systemd 246 or later; auto: next to --mount-s3-path; empty: mount-s3 mounts FUSE itself, holding CAP_SYS_ADMIN")
 	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
 	fs.StringVar(&o.mountPath, "mount-path", "/bin/mount", "host path of mount(8), run by each mount unit to bind mount-s3's mount onto the target (systemd mount mode)")
 	fs.StringVar(&o.kubeletPath, "kubelet-path", "/var/lib/kubelet", "kubelet root directory; the plugin must see it at the same path as the host")
@@ -174,6 +176,9 @@ func (o *options) validate() error {
 	}
 	if o.registrationPath != "" && !filepath.IsAbs(o.registrationPath) {
 		errs = append(errs, fmt.Errorf("--kubelet-registration-path must be an absolute path, not %q", o.registrationPath))
+	}
+	if h := o.fuseHelper(); h != "" && !filepath.IsAbs(h) {
+		errs = append(errs, fmt.Errorf("--fuse-helper-path must be an absolute path, auto or empty, not %q", o.fuseHelperPath))
 	}
 	for name, p := range map[string]string{"--kubelet-path": o.kubeletPath, "--mount-s3-path": o.mountS3Path, "--umount-path": o.umountPath, "--mount-path": o.mountPath, "--systemd-socket": o.systemdSocket} {
 		if !filepath.IsAbs(p) {
@@ -323,6 +328,7 @@ func run(ctx context.Context, o options) error {
 		DefaultMode:           defaultMode,
 		SystemdSocket:         o.systemdSocket,
 		MountS3Path:           o.mountS3Path,
+		FuseHelperPath:        o.fuseHelper(),
 		UmountPath:            o.umountPath,
 		MountTimeout:          o.mountTimeout,
 		SystemdTimeout:        o.systemdTimeout,
@@ -421,4 +427,12 @@ func probesPerCheck(flag int) int {
 		return -1
 	}
 	return flag
+}
+
+// fuseHelper is --fuse-helper-path resolved: auto is scality-fuse-helper next to mount-s3.
+func (o *options) fuseHelper() string {
+	if o.fuseHelperPath == "auto" {
+		return filepath.Join(filepath.Dir(o.mountS3Path), "scality-fuse-helper")
+	}
+	return o.fuseHelperPath
 }

@@ -7,35 +7,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+	"github.com/s3csi/s3-csi-driver/pkg/fusemount"
 )
 
 // hostKernel is the kernel of the node: mount(2) and umount2(2).
 type hostKernel struct{}
 
-// MountFUSE opens /dev/fuse and mounts it at source, returning the fd the Mountpoint Pod will
-// serve. The mount is owned by root (user_id=0) and checked by the kernel against the file
-// modes mount-s3 reports (default_permissions); allow_other is set when the options let users
-// other than the mount owner in (allowOther: --allow-other, or --allow-root, which mount-s3
-// narrows to root and its own user). The caller closes the fd.
+// MountFUSE mounts a FUSE connection at source for a Mountpoint Pod (fusemount.Mount).
 func (hostKernel) MountFUSE(source string, allowOther, readOnly bool) (*os.File, error) {
-	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open /dev/fuse: %w", err)
-	}
-	flags := uintptr(unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOATIME)
-	if readOnly {
-		flags |= unix.MS_RDONLY
-	}
-	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions", f.Fd())
-	if allowOther {
-		opts += ",allow_other"
-	}
-	if err := unix.Mount(mounttable.FSName, source, "fuse", flags, opts); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("mount FUSE at %s: %w", source, err)
-	}
-	return f, nil
+	return fusemount.Mount(source, allowOther, readOnly)
 }
 
 // Bind makes target show source; a read-only bind is remounted read-only (a bind ignores

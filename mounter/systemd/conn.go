@@ -26,6 +26,7 @@ type dbusConn interface {
 	KillUnitContext(ctx context.Context, name string, signal int32)
 	GetServicePropertyContext(ctx context.Context, service, propertyName string) (*sd.Property, error)
 	SetUnitPropertiesContext(ctx context.Context, name string, runtime bool, properties ...sd.Property) error
+	GetManagerProperty(prop string) (string, error)
 	Connected() bool
 	Close()
 }

@@ -74,6 +74,10 @@ type Config struct {
 	MountPath string
 	// Health judges mounts (default: a Checker with mounthealth's default deadline).
 	Health *mounthealth.Checker
+	// FuseHelperPath is the host path of scality-fuse-helper. When set (and systemd is 246 or
+	// later), mount units get their FUSE connection from it and mount-s3 runs with no
+	// capability (handover.go); empty: mount-s3 mounts FUSE itself, holding CAP_SYS_ADMIN.
+	FuseHelperPath string
 	// MaxCacheMiB bounds mount-s3's --max-cache-size for a mount with a cache (0: no bound):
 	// the cache directory in the mount's state directory stays within it.
 	MaxCacheMiB uint64
@@ -86,12 +90,13 @@ type Config struct {
 // Mounter runs mount-s3 as transient systemd units. It is safe for concurrent use on distinct
 // targets; callers serialise operations on the same target.
 type Mounter struct {
-	cfg     Config
-	bus     *bus
-	health  *mounthealth.Checker
-	records recordCache // what Targets and Recorded read every monitor sweep
-	jobs    *prometheus.HistogramVec
-	endings endings // how failed mount units ended, read when they are reset
+	cfg      Config
+	bus      *bus
+	health   *mounthealth.Checker
+	records  recordCache // what Targets and Recorded read every monitor sweep
+	jobs     *prometheus.HistogramVec
+	endings  endings // how failed mount units ended, read when they are reset
+	handover handoverState
 }
 
 var _ mounter.Mounter = (*Mounter)(nil)
@@ -386,14 +391,20 @@ func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit strin
 	} else if err := os.MkdirAll(staging, 0o700); err != nil {
 		return fmt.Errorf("create the staging directory: %w", err)
 	}
-	post := [][]string{{m.cfg.MountPath, "--no-canonicalize", "--make-private", staging}}
+	hand := m.useHandover(ctx)
+	var post [][]string
+	if hand {
+		pre = append(pre, m.helperCommand(rec.Args, staging)) // mounts, private, hands over
+	} else {
+		post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "--make-private", staging})
+	}
 	for range 2 {
 		post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "--bind", staging, rec.Target})
 		if rec.ReadOnly {
 			post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "-o", "remount,bind,ro", rec.Target})
 		}
 	}
-	return m.startUnit(ctx, rec, dir, unit, staging, pre, post)
+	return m.startUnit(ctx, rec, dir, unit, staging, pre, post, hand)
 }
 
 // repairStacked replaces the dead mount-s3 mount at rec.Target by a new one stacked on top of
@@ -439,13 +450,19 @@ func (m *Mounter) killUnit(ctx context.Context, unit string) {
 	})
 }
 
-// startUnit starts rec's mount unit with mount-s3 mounting at mountpoint, the pre and post
-// commands around it, and checks that the mount at the target answers.
-func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoint string, pre, post [][]string) error {
+// startUnit starts rec's mount unit with mount-s3 mounting at mountpoint (or, with hand, serving
+// the connection scality-fuse-helper mounted there), the pre and post commands around it, and
+// checks that the mount at the target answers.
+func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoint string, pre, post [][]string, hand bool) error {
+	argv := append(append([]string{m.cfg.MountS3Path}, rec.Args...), rec.Bucket, mountpoint)
+	if hand {
+		argv = append(append([]string{m.cfg.MountS3Path}, handoverArgs(rec.Args)...), rec.Bucket, fmt.Sprintf("/dev/fd/%d", handoverFD))
+	}
 	spec := unitSpec{
 		description: fmt.Sprintf("mount-s3 for S3 CSI volume %s at %s", rec.VolumeID, rec.Target),
 		kind:        "forking",
-		argv:        append(append([]string{m.cfg.MountS3Path}, rec.Args...), rec.Bucket, mountpoint),
+		handover:    hand,
+		argv:        argv,
 		env:         rec.Env,
 		logFile:     filepath.Join(dir, logFileName),
 		timeout:     m.cfg.StartTimeout,

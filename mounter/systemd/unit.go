@@ -59,6 +59,10 @@ type unitSpec struct {
 	// commands, run once argv's start completed (for forking units: mount-s3 mounted).
 	pre  [][]string
 	post [][]string
+	// handover: pre and post run with full privileges ("+"), the unit's descriptor store takes
+	// the FUSE connection scality-fuse-helper (in pre) hands over, and the unit's own processes
+	// (mount-s3) get no capability (handover.go).
+	handover bool
 	// keepFailed keeps the unit loaded after a failure, with its Result (success, signal,
 	// oom-kill, ...), until the driver reads it and resets the unit; otherwise it goes at once.
 	keepFailed bool
@@ -113,16 +117,32 @@ func (u unitSpec) properties() []sd.Property {
 		{Name: "CollectMode", Value: dbus.MakeVariant(u.collectMode())},
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(u.timeout / time.Microsecond))},
 	}
-	props = append(props, Sandbox()...)
+	sandbox := Sandbox()
+	if u.handover {
+		// mount-s3 serves a descriptor: it needs no capability (CONFORMANCE.md P2).
+		for i := range sandbox {
+			if sandbox[i].Name == "CapabilityBoundingSet" {
+				sandbox[i].Value = dbus.MakeVariant(uint64(0))
+			}
+		}
+		props = append(props,
+			sd.Property{Name: "FileDescriptorStoreMax", Value: dbus.MakeVariant(uint32(1))},
+			sd.Property{Name: "NotifyAccess", Value: dbus.MakeVariant("all")})
+	}
+	props = append(props, sandbox...)
 	if u.slice != "" {
 		props = append(props, sd.PropSlice(u.slice))
 	}
 	props = append(props, u.resources.properties()...)
+	exec := ExecProperty
+	if u.handover {
+		exec = privilegedExecProperty
+	}
 	if len(u.pre) > 0 {
-		props = append(props, ExecProperty("ExecStartPre", u.pre...))
+		props = append(props, exec("ExecStartPre", u.pre...))
 	}
 	if len(u.post) > 0 {
-		props = append(props, ExecProperty("ExecStartPost", u.post...))
+		props = append(props, exec("ExecStartPost", u.post...))
 	}
 	if u.kind == "forking" {
 		// Give mount-s3 time to flush when the unit is stopped; its FUSE mount is already

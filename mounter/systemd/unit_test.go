@@ -65,6 +65,17 @@ func TestPropertiesGolden(t *testing.T) {
 	for _, p := range umount.properties() {
 		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
 	}
+	// The same mount with the descriptor hand-over: the helper mounts (privileged), mount-s3
+	// serves fd 3 with no capability.
+	hand := spec
+	hand.handover = true
+	hand.argv = []string{"/opt/mountpoint-s3-csi/bin/mount-s3", "--allow-delete", "--force-path-style", "bucket", "/dev/fd/3"}
+	hand.pre = [][]string{{"/bin/umount", "-f", "-l", "/staging/abc"}, {"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "mount", "/staging/abc"}}
+	hand.post = spec.post[1:]
+	b.WriteString("---\n")
+	for _, p := range hand.properties() {
+		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
+	}
 	golden := filepath.Join("testdata", "mount-unit.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
@@ -194,6 +205,8 @@ func (f *fakeConn) SetUnitPropertiesContext(_ context.Context, name string, _ bo
 	f.record("set " + name)
 	return nil
 }
+
+func (f *fakeConn) GetManagerProperty(string) (string, error) { return `"252.38-1~deb12u1"`, nil }
 
 func (f *fakeConn) Connected() bool {
 	f.mu.Lock()
@@ -542,5 +555,36 @@ func TestStopUnitReadsHowAFailedUnitEnded(t *testing.T) {
 	_ = m.stopUnit(context.Background(), unit)
 	if slices.Contains(c.calls, "get "+unit+" Result") {
 		t.Errorf("the Result of a running unit was read: %v", c.calls)
+	}
+}
+
+func TestMajorVersion(t *testing.T) {
+	for v, want := range map[string]int{"252.38-1~deb12u1": 252, "239": 239, "245.4-4ubuntu3.24": 245, "": 0, "v252": 0} {
+		if got := majorVersion(v); got != want {
+			t.Errorf("majorVersion(%q) = %d, want %d", v, got, want)
+		}
+	}
+}
+
+func TestHandoverArgs(t *testing.T) {
+	args := []string{"--allow-root", "--auto-unmount", "--cache=/s/cache", "--read-only", "--uid=1000"}
+	if got, want := handoverArgs(args), []string{"--allow-root", "--cache=/s/cache", "--uid=1000"}; !slices.Equal(got, want) {
+		t.Errorf("handoverArgs = %v, want %v (mount-s3 refuses --read-only and --auto-unmount with /dev/fd/N)", got, want)
+	}
+	if len(args) != 5 {
+		t.Errorf("handoverArgs changed its argument: %v", args)
+	}
+	m := &Mounter{cfg: Config{FuseHelperPath: "/h"}}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"/h", "mount", "/st"}},
+		{[]string{"--read-only", "--allow-other"}, []string{"/h", "mount", "--read-only", "--allow-other", "/st"}},
+		{[]string{"--allow-root"}, []string{"/h", "mount", "--allow-other", "/st"}},
+	} {
+		if got := m.helperCommand(c.args, "/st"); !slices.Equal(got, c.want) {
+			t.Errorf("helperCommand(%v) = %v, want %v", c.args, got, c.want)
+		}
 	}
 }

@@ -64,8 +64,10 @@ type Config struct {
 	SystemdSocket      string
 	MountPath          string
 	MountS3Path        string
-	UmountPath         string
-	MountTimeout       time.Duration
+	// FuseHelperPath is the host path of scality-fuse-helper (systemd.Config.FuseHelperPath).
+	FuseHelperPath string
+	UmountPath     string
+	MountTimeout   time.Duration
 	// SystemdTimeout bounds each D-Bus call to systemd (systemd.Config.CallTimeout).
 	SystemdTimeout time.Duration
 
@@ -151,11 +153,12 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		var err error
 		sm, err = systemd.New(systemd.Config{
-			SystemdSocket: cfg.SystemdSocket,
-			MountS3Path:   cfg.MountS3Path,
-			UmountPath:    cfg.UmountPath,
-			MountPath:     cfg.MountPath,
-			StateDir:      filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
+			SystemdSocket:  cfg.SystemdSocket,
+			MountS3Path:    cfg.MountS3Path,
+			FuseHelperPath: cfg.FuseHelperPath,
+			UmountPath:     cfg.UmountPath,
+			MountPath:      cfg.MountPath,
+			StateDir:       filepath.Join(cfg.KubeletPath, "plugins", version.DriverName, "systemd"),
 			// Beside the plugin directory, not in it: the container mounts that one at /csi too.
 			StagingDir:     filepath.Join(cfg.KubeletPath, "plugins", version.DriverName+"-staging"),
 			CredentialsDir: cfg.SystemdCredentialsDir,

@@ -80,6 +80,10 @@ func (d *Driver) args(t TB) []string {
 	// The check of a node-publish secret's namespace reads the volume's PV, which only the
 	// suites with an API server and PVs have (they pass the flag themselves): the others publish
 	// with secrets the way a node plugin started with --node-publish-secret-scope=any does.
+	// The FUSE hand-over helper of this build, wherever $MOUNT_S3 puts mount-s3.
+	if !hasFlag(o.ExtraArgs, "--fuse-helper-path") {
+		args = append(args, "--fuse-helper-path="+Bin(t, "scality-fuse-helper"))
+	}
 	if !hasFlag(o.ExtraArgs, "--node-publish-secret-scope") {
 		args = append(args, "--node-publish-secret-scope=any")
 	}

@@ -41,11 +41,16 @@ func TestUnitsConfined(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mount-s3's status (main PID %q): %v", out, err)
 	}
-	const sysAdmin = "0000000000200000" // bit 21
-	for _, want := range []string{"CapEff:\t" + sysAdmin, "CapPrm:\t" + sysAdmin, "CapBnd:\t" + sysAdmin, "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+	// The descriptor hand-over (systemd 246 and later, as here): mount-s3 serves the connection
+	// scality-fuse-helper mounted and holds no capability at all.
+	const none = "0000000000000000"
+	for _, want := range []string{"CapEff:\t" + none, "CapPrm:\t" + none, "CapBnd:\t" + none, "CapAmb:\t" + none, "NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !strings.Contains(string(status), want+"\n") {
 			t.Errorf("mount-s3's /proc status lacks %q:\n%s", want, status)
 		}
+	}
+	if cmdline, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(out), "cmdline")); err != nil || !strings.HasSuffix(string(cmdline), "\x00confined\x00/dev/fd/3\x00") {
+		t.Errorf("mount-s3's command line %q (%v), want the bucket served from /dev/fd/3", cmdline, err)
 	}
 	s.unpublish(target)
 	s.assertClean(target)
@@ -161,4 +166,40 @@ stat -c 'umask-file-mode %%a' own
 			t.Errorf("%s without the filter: %q, want the call made (so the filter is what refuses it)", call, control[call])
 		}
 	}
+}
+
+// TestUnitsConfinedWithoutHandover: with --fuse-helper-path empty (or a systemd before 246),
+// mount-s3 mounts FUSE itself and keeps CAP_SYS_ADMIN, the one capability that needs, with the
+// rest of the sandbox; the mount works the same.
+func TestUnitsConfinedWithoutHandover(t *testing.T) {
+	s := newSuite(t, true, "--fuse-helper-path=")
+	s.s3.CreateBucket(t, "self-mounted")
+	target := s.target("pod-a")
+	s.publish(rw(target, "self-mounted", "allow-delete"))
+	if err := os.WriteFile(filepath.Join(target, "hello.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if got := s.s3.GetObject(t, "self-mounted", "hello.txt"); string(got) != "hi" {
+		t.Errorf("object = %q", got)
+	}
+	out, err := s.sd.Systemctl("show", "--property=MainPID", "--value", systemd.MountUnitName(target))
+	if err != nil {
+		t.Fatalf("systemctl show: %v: %s", err, out)
+	}
+	pid := strings.TrimSpace(out)
+	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sysAdmin = "0000000000200000" // bit 21
+	for _, want := range []string{"CapEff:\t" + sysAdmin, "CapBnd:\t" + sysAdmin, "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(string(status), want+"\n") {
+			t.Errorf("mount-s3's /proc status lacks %q:\n%s", want, status)
+		}
+	}
+	if cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline")); strings.Contains(string(cmdline), "/dev/fd/") {
+		t.Errorf("mount-s3 serves a handed-over descriptor although the helper is off: %q", cmdline)
+	}
+	s.unpublish(target)
+	s.assertClean(target)
 }

@@ -22,7 +22,7 @@ const readyTimeout = 30 * time.Second
 
 // daemonize is the parent half of background mode (no --foreground). Go cannot fork, so it
 // re-executes this binary with the same arguments, daemonEnv set and the write end of a pipe
-// as fd 3; the child runs in a new session with stdin and stdout on /dev/null and this
+// as fd 3 (above the FUSE descriptor of a "/dev/fd/N" mount point, which keeps its number); the child runs in a new session with stdin and stdout on /dev/null and this
 // process's stderr. The child writes "0" once the mount is ready, or "1" followed by the
 // error text. The parent then exits 0 (printing "... is mounted at ...") or prints the error
 // and exits 1; without an answer within readyTimeout it SIGTERMs the child and exits 1.
@@ -47,8 +47,17 @@ func daemonize(args []string, stdout, stderr io.Writer) int {
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), daemonEnv+"=3")
+	// mount-s3 forks, so its child keeps every descriptor it inherited at the same number: a
+	// handed-over FUSE connection ("/dev/fd/N") stays at N, the status pipe goes above it.
 	cmd.ExtraFiles = []*os.File{w}
+	if o, err := parseArgs(args); err == nil {
+		if n, ok := parseFuseFD(o.MountPoint); ok && n >= 3 {
+			cmd.ExtraFiles = make([]*os.File, n-3+2)
+			cmd.ExtraFiles[n-3] = os.NewFile(uintptr(n), "fuse")
+			cmd.ExtraFiles[n-3+1] = w
+		}
+	}
+	cmd.Env = append(os.Environ(), daemonEnv+"="+strconv.Itoa(3+len(cmd.ExtraFiles)-1))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()

@@ -50,13 +50,14 @@ func setupWith(t *testing.T, maxCacheMiB uint64) *env {
 	e.sd = harness.StartSystemd(t, e.kubelet)
 	e.state = filepath.Join(e.kubelet, "plugins", "s3.csi.scality.com", "systemd")
 	m, err := systemd.New(systemd.Config{
-		SystemdSocket: e.sd.Socket,
-		MountS3Path:   harness.MountS3(t),
-		UmountPath:    "/bin/umount",
-		StateDir:      e.state,
-		StagingDir:    e.state + "-staging",
-		StartTimeout:  20 * time.Second,
-		MaxCacheMiB:   maxCacheMiB,
+		SystemdSocket:  e.sd.Socket,
+		MountS3Path:    harness.MountS3(t),
+		FuseHelperPath: harness.Bin(t, "scality-fuse-helper"),
+		UmountPath:     "/bin/umount",
+		StateDir:       e.state,
+		StagingDir:     e.state + "-staging",
+		StartTimeout:   20 * time.Second,
+		MaxCacheMiB:    maxCacheMiB,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,45 @@
+// Command scality-fuse-helper makes the FUSE mount of a systemd-mode mount unit and hands its
+// connection to the unit's mount-s3, which then needs no capability: systemd runs it as the
+// unit's ExecStartPre with full privileges ("+"), it mounts FUSE at the staging directory
+// (private, so the unit's binds of it do not join a peer group) and puts the descriptor in the
+// unit's file descriptor store, from where systemd passes it to mount-s3 as fd 3 ("/dev/fd/3").
+// install-mp copies it to the host next to mount-s3.
+//
+//	scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/s3csi/s3-csi-driver/pkg/version"
+)
+
+// fdName is the name the descriptor is stored under (LISTEN_FDNAMES for mount-s3).
+const fdName = "fuse"
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "mount" {
+		if len(os.Args) == 2 && os.Args[1] == "--version" {
+			fmt.Printf("scality-fuse-helper %s\n", version.Version)
+			return
+		}
+		fmt.Fprintln(os.Stderr, "usage: scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet("mount", flag.ExitOnError)
+	readOnly := fs.Bool("read-only", false, "mount read-only")
+	allowOther := fs.Bool("allow-other", false, "let users other than root in (mount-s3's --allow-other or --allow-root)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for systemd to take the descriptor")
+	_ = fs.Parse(os.Args[2:])
+	if fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "scality-fuse-helper mount: one staging directory expected")
+		os.Exit(2)
+	}
+	if err := run(fs.Arg(0), *readOnly, *allowOther, *timeout); err != nil {
+		fmt.Fprintf(os.Stderr, "scality-fuse-helper: %v\n", err)
+		os.Exit(1)
+	}
+}

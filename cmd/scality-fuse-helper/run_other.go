@@ -1,0 +1,12 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"time"
+)
+
+func run(string, bool, bool, time.Duration) error {
+	return errors.New("scality-fuse-helper runs on Linux only")
+}

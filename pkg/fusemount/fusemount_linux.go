@@ -1,0 +1,38 @@
+// Package fusemount makes the FUSE mounts whose connection a mount-s3 started by the driver
+// serves from a handed-over descriptor (mount-s3's "/dev/fd/N" mount point): pod mode's node
+// plugin for its Mountpoint Pods, and systemd mode's scality-fuse-helper for its units.
+package fusemount
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
+)
+
+// Mount opens /dev/fuse and mounts it at source, returning the descriptor mount-s3 will serve.
+// The mount is owned by root (user_id=0) and checked by the kernel against the file modes
+// mount-s3 reports (default_permissions); allow_other is set when users other than the mount's
+// owner may come in (mount-s3's --allow-other, or --allow-root, which mount-s3 narrows to root
+// and its own user). The caller closes the descriptor.
+func Mount(source string, allowOther, readOnly bool) (*os.File, error) {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/fuse: %w", err)
+	}
+	flags := uintptr(unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOATIME)
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions", f.Fd())
+	if allowOther {
+		opts += ",allow_other"
+	}
+	if err := unix.Mount(mounttable.FSName, source, "fuse", flags, opts); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mount FUSE at %s: %w", source, err)
+	}
+	return f, nil
+}
