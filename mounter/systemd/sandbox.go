@@ -13,7 +13,9 @@ const capSysAdmin = 21
 // the unmount units). Each property bounds what a process of the unit can do without giving
 // it a mount namespace of its own:
 //   - CapabilityBoundingSet=CAP_SYS_ADMIN: mount(2) of the FUSE filesystem and the binds need
-//     it; every other capability of root goes (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_SYS_MODULE,
+//     it (a mount unit with the descriptor hand-over empties it: its mount-s3 mounts nothing,
+//     and its mount commands run with full privileges, handover.go); every other capability of
+//     root goes (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_SYS_MODULE,
 //     CAP_SYS_PTRACE, CAP_NET_ADMIN, CAP_SYS_RAWIO, CAP_SETUID, …), so a compromised mount-s3
 //     cannot write a file another user owns, load a module or trace a process.
 //   - NoNewPrivileges: no setuid or file-capability binary raises it again.
