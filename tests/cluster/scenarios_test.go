@@ -83,6 +83,18 @@ func testStatic(t *testing.T, mode string) {
 		if len(st.units) != 2 || len(st.mpPods) != 0 {
 			t.Errorf("systemd mode: want two mount units and no Mountpoint Pod: %s", st)
 		}
+		// The descriptor hand-over (the node's systemd is 252): each mount-s3 serves the
+		// connection scality-fuse-helper mounted, with no capability.
+		for _, unit := range st.units {
+			pid, err := rig.Systemctl("show", "-p", "MainPID", "--value", unit)
+			harness.Must(t, err)
+			pid = strings.TrimSpace(pid)
+			status, _ := os.ReadFile(filepath.Join("/proc", pid, "status"))
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+			if !strings.Contains(string(status), "CapBnd:\t0000000000000000\n") || !strings.HasSuffix(string(cmdline), "\x00/dev/fd/3\x00") {
+				t.Errorf("unit %s: mount-s3 (pid %s, %q) does not serve a handed-over /dev/fd/3 without capabilities:\n%s", unit, pid, cmdline, status)
+			}
+		}
 	case "pod":
 		if len(st.units) != 0 || len(st.mpPods) != 1 || len(st.attachments) != 1 {
 			t.Errorf("pod mode: want one shared Mountpoint Pod and attachment, no unit: %s", st)
