@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,9 +27,12 @@ func manager(t *testing.T, msgs int, close bool) (string, <-chan [2]any) {
 		t.Fatal(err)
 	}
 	out := make(chan [2]any, msgs)
+	var mu sync.Mutex
 	var kept []int
 	t.Cleanup(func() {
 		unix.Close(s)
+		mu.Lock()
+		defer mu.Unlock()
 		for _, fd := range kept {
 			unix.Close(fd)
 		}
@@ -54,7 +58,9 @@ func manager(t *testing.T, msgs int, close bool) (string, <-chan [2]any) {
 						unix.Close(fd)
 					}
 				} else {
+					mu.Lock()
 					kept = append(kept, fds...)
+					mu.Unlock()
 				}
 			}
 			out <- [2]any{string(buf[:n]), fds}
