@@ -51,9 +51,9 @@ build: ## Build every binary into bin/.
 	@cd $(TESTS_DIR) && $(GO_BUILD) -o $(BIN)/mount-s3 ./mounts3
 
 # What `make demo` runs, and nothing more: the node plugin, the controller, the Mountpoint Pod's
-# mounter and the mount-s3 stand-in; an S3 server, kube-apiserver + etcd (not the cluster
+# mounter, systemd mode's FUSE helper and the mount-s3 stand-in; an S3 server, kube-apiserver + etcd (not the cluster
 # suite's other Kubernetes binaries) and the Debian packages of the mount path.
-DEMO_COMMANDS := scality-s3-csi-driver scality-csi-controller scality-csi-mounter
+DEMO_COMMANDS := scality-s3-csi-driver scality-csi-controller scality-csi-mounter scality-fuse-helper
 DEMO_TOOLS := $(VERSITYGW) envtest-assets apt-deps
 
 ##@ Generate
