@@ -362,9 +362,10 @@ func oldStagingDir(dir string) string { return filepath.Join(dir, "repair") }
 // startRecorded starts the mount unit of a recorded mount on a target that holds no live
 // mount-s3 mount: nothing, a dead mount-s3 mount (a repair), or the guard of an earlier release
 // (mounttable.GuardSource). mount-s3 refuses a mount point that already is one ("is already
-// mounted"), so it never mounts at the target itself: it mounts at the staging directory, and
-// the unit (ExecStartPost) makes that mount private and binds it onto the target twice, on top
-// of whatever is there.
+// mounted"), so it never mounts at the target itself: it mounts at the staging directory (with
+// the descriptor hand-over, scality-fuse-helper mounts there and mount-s3 serves it), and the
+// unit (ExecStartPost) makes that mount private (the helper already did) and binds it onto the
+// target twice, on top of whatever is there.
 //   - Twice: one unmount under the workload (a cleanup script, a container runtime) leaves the
 //     bucket served rather than the node's disk. Both binds read the same in the mount table:
 //     systemd keeps one mount unit per path, and two different mounts there (the tmpfs guard of
