@@ -6,6 +6,11 @@
 // install-mp copies it to the host next to mount-s3.
 //
 //	scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>
+//
+// It also makes sure the system user mount-s3 runs as exists (the node plugin's
+// --mount-s3-user), run once per node plugin start:
+//
+//	scality-fuse-helper ensure-user --ids-file <file> <name>
 package main
 
 import (
@@ -21,12 +26,19 @@ import (
 const fdName = "fuse"
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "ensure-user" {
+		if err := ensureUser(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "scality-fuse-helper ensure-user: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "mount" {
 		if len(os.Args) == 2 && os.Args[1] == "--version" {
 			fmt.Printf("scality-fuse-helper %s\n", version.Version)
 			return
 		}
-		fmt.Fprintln(os.Stderr, "usage: scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>")
+		fmt.Fprintln(os.Stderr, "usage: scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>\n       scality-fuse-helper ensure-user --ids-file <file> <name>")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("mount", flag.ExitOnError)

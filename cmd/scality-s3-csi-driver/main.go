@@ -37,6 +37,7 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/proxyenv"
 	"github.com/s3csi/s3-csi-driver/pkg/s3"
 	"github.com/s3csi/s3-csi-driver/pkg/secretscope"
+	"github.com/s3csi/s3-csi-driver/pkg/sysuser"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
 )
 
@@ -58,6 +59,8 @@ type options struct {
 	mode           string
 	systemdSocket  string
 	credentialsDir string
+	mountS3User    string
+	cacheDir       string
 	// mount-s3's default resources (systemd mode) and the node-wide cap of its slice, as
 	// given, then as parsed by validate.
 	resourceFlags  map[string]*string
@@ -127,6 +130,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.sliceMemoryMax, "systemd-slice-memory-max", "", "systemd mount mode: MemoryMax of the s3csi.slice every mount-s3 unit runs in, a node-wide cap of their memory together (a Kubernetes quantity; empty: none)")
 	fs.StringVar(&o.sliceCPULimit, "systemd-slice-cpu-limit", "", "systemd mount mode: CPU quota of s3csi.slice, in CPUs (a Kubernetes quantity such as 2 or 1500m; empty: none)")
 	fs.StringVar(&o.credentialsDir, "systemd-credentials-dir", "", "systemd mount mode: host directory (a tmpfs such as /run/s3.csi.scality.com, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them; empty: each mount's state directory, as earlier releases (and their charts, which do not mount such a directory) do")
+	fs.StringVar(&o.mountS3User, "mount-s3-user", "", "systemd mount mode, with the descriptor hand-over (--fuse-helper-path): the system user mount-s3 runs as, created on the host (systemd-sysusers, else useradd) when missing; it reads its mount's files in --systemd-credentials-dir and writes its cache in --systemd-cache-dir, both required with it; empty: root, without capabilities")
+	fs.StringVar(&o.cacheDir, "systemd-cache-dir", "", "systemd mount mode: host directory on disk (e.g. /var/cache/s3.csi.scality.com, seen by the plugin at the same path) holding the cache directory of each mount whose mount-s3 runs as --mount-s3-user; empty: the mount's state directory, which only root can reach")
 	fs.StringVar(&o.mountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
 	fs.StringVar(&o.fuseHelperPath, "fuse-helper-path", "auto", "systemd mount mode: host path of scality-fuse-helper (install-mp copies it next to mount-s3): each mount unit gets its FUSE connection from it and runs mount-s3 without any capability, on systemd 246 or later; auto: next to --mount-s3-path; empty: mount-s3 mounts FUSE itself, holding CAP_SYS_ADMIN")
 	fs.StringVar(&o.umountPath, "umount-path", "/bin/umount", "host path of umount(8), run as a transient unit to unmount (systemd mount mode)")
@@ -196,6 +201,17 @@ func (o *options) validate() error {
 	}
 	if o.credentialsDir != "" && !filepath.IsAbs(o.credentialsDir) {
 		errs = append(errs, fmt.Errorf("--systemd-credentials-dir must be an absolute path or empty, not %q", o.credentialsDir))
+	}
+	if o.cacheDir != "" && !filepath.IsAbs(o.cacheDir) {
+		errs = append(errs, fmt.Errorf("--systemd-cache-dir must be an absolute path or empty, not %q", o.cacheDir))
+	}
+	if o.mountS3User != "" {
+		if err := sysuser.ValidateName(o.mountS3User); err != nil {
+			errs = append(errs, fmt.Errorf("--mount-s3-user %w", err))
+		}
+		if o.credentialsDir == "" || o.cacheDir == "" {
+			errs = append(errs, errors.New("--mount-s3-user needs --systemd-credentials-dir and --systemd-cache-dir (Helm sets both), or leave it empty to run mount-s3 as root"))
+		}
 	}
 	values := map[string]string{}
 	for attr, v := range o.resourceFlags {
@@ -348,6 +364,8 @@ func run(ctx context.Context, o options) error {
 		RestartPods:           o.restartPods,
 		SecretScope:           o.secretScope,
 		SystemdCredentialsDir: o.credentialsDir,
+		MountS3User:           o.mountS3User,
+		SystemdCacheDir:       o.cacheDir,
 		MountResources:        o.mountResources,
 		Proxy:                 o.proxy,
 		SystemdSliceCap:       o.sliceCap,

@@ -38,6 +38,11 @@ func TestValidate(t *testing.T) {
 		{"controller with a bad endpoint", []string{"--mode=controller", "--s3-endpoint-url=s3.example.com"}, "--s3-endpoint-url"},
 		{"unknown mode", []string{"--mode=both"}, "--mode must be node or controller"},
 		{"node probing every mount", []string{"--node-id=n1", "--health-probes-per-check=0"}, ""},
+		{"node with mount-s3's user", []string{"--node-id=n1", "--mount-s3-user=s3csi-mount", "--systemd-credentials-dir=/run/s3", "--systemd-cache-dir=/var/cache/s3"}, ""},
+		{"mount-s3's user without a cache directory", []string{"--node-id=n1", "--mount-s3-user=s3csi-mount", "--systemd-credentials-dir=/run/s3"}, "--mount-s3-user needs --systemd-credentials-dir and --systemd-cache-dir"},
+		{"mount-s3's user named root", []string{"--node-id=n1", "--mount-s3-user=root", "--systemd-credentials-dir=/run/s3", "--systemd-cache-dir=/var/cache/s3"}, "--mount-s3-user is root"},
+		{"mount-s3's user with a bad name", []string{"--node-id=n1", "--mount-s3-user=S3/../x", "--systemd-credentials-dir=/run/s3", "--systemd-cache-dir=/var/cache/s3"}, "is not a portable user name"},
+		{"a relative cache directory", []string{"--node-id=n1", "--systemd-cache-dir=cache"}, "--systemd-cache-dir must be an absolute path"},
 		{"node with a negative probe bound", []string{"--node-id=n1", "--health-probes-per-check=-1"}, "--health-probes-per-check must not be negative"},
 	}
 	for _, tc := range tests {

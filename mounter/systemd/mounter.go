@@ -40,8 +40,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
-	"github.com/s3csi/s3-csi-driver/pkg/credentials"
-	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 	"github.com/s3csi/s3-csi-driver/pkg/mounthealth"
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
@@ -78,6 +76,14 @@ type Config struct {
 	// later), mount units get their FUSE connection from it and mount-s3 runs with no
 	// capability (handover.go); empty: mount-s3 mounts FUSE itself, holding CAP_SYS_ADMIN.
 	FuseHelperPath string
+	// MountS3User is the system user mount-s3 runs as in units with the descriptor hand-over
+	// (user.go), created on the host when missing; it needs CredentialsDir and CacheDir. Empty:
+	// root (without capabilities).
+	MountS3User string
+	// CacheDir holds one cache directory per mount whose mount-s3 runs as MountS3User (the
+	// state directory is out of its reach); it must not be on a tmpfs. Mounts run as root keep
+	// their cache in their state directory.
+	CacheDir string
 	// MaxCacheMiB bounds mount-s3's --max-cache-size for a mount with a cache (0: no bound):
 	// the cache directory in the mount's state directory stays within it.
 	MaxCacheMiB uint64
@@ -97,6 +103,7 @@ type Mounter struct {
 	jobs     *prometheus.HistogramVec
 	endings  endings // how failed mount units ended, read when they are reset
 	handover handoverState
+	user     userState
 }
 
 var _ mounter.Mounter = (*Mounter)(nil)
@@ -140,45 +147,6 @@ func (m *Mounter) Check(ctx context.Context) error {
 		_, err := c.SystemStateContext(ctx)
 		return err
 	})
-}
-
-func (m *Mounter) stateDir(target string) string {
-	return filepath.Join(m.cfg.StateDir, mountID(target))
-}
-
-// credDir is where the credential files of the mount whose state directory is dir go.
-func (m *Mounter) credDir(dir string) string {
-	if m.cfg.CredentialsDir == "" {
-		return dir
-	}
-	return filepath.Join(m.cfg.CredentialsDir, filepath.Base(dir))
-}
-
-// credDirOf is where the live mount recorded in rec (state directory dir) reads its
-// credentials, so that a refresh reaches it: the directory its unit's environment names when
-// that is the state directory (a mount of an earlier release, or of a plugin run without
-// CredentialsDir) or a directory of the same mount id (a plugin run with another
-// CredentialsDir), else credDir.
-func (m *Mounter) credDirOf(rec record, dir string) string {
-	for _, kv := range rec.Env {
-		if v, ok := strings.CutPrefix(kv, "AWS_SHARED_CREDENTIALS_FILE="); ok {
-			if d := filepath.Dir(v); filepath.IsAbs(d) && (d == dir || filepath.Base(d) == filepath.Base(dir)) {
-				return d
-			}
-		}
-	}
-	return m.credDir(dir)
-}
-
-// writeCredentials writes c's profile files into the directory cd (its parent created when it
-// is the credentials directory) and returns the environment that points mount-s3 at them.
-func (m *Mounter) writeCredentials(cd string, c credentials.Credentials) ([]string, error) {
-	if m.cfg.CredentialsDir != "" && filepath.Dir(cd) == m.cfg.CredentialsDir {
-		if err := os.MkdirAll(m.cfg.CredentialsDir, 0o700); err != nil {
-			return nil, fmt.Errorf("create the credentials directory: %w", err)
-		}
-	}
-	return credentials.WriteProfile(cd, cd, c)
 }
 
 // Mount implements mounter.Mounter. A live mount of the volume only gets its credentials
@@ -273,11 +241,11 @@ func (m *Mounter) remount(ctx context.Context, req mounter.Request, dir string, 
 	if rec.ReadOnly != req.ReadOnly {
 		return fmt.Errorf("%w: volume %q is already published at %s with read-only=%t", mounter.ErrTargetInUse, req.VolumeID, req.Target, rec.ReadOnly)
 	}
-	if args, _ := ownedPaths(req, dir); !slices.Equal(args, rec.Args) {
+	if args, _ := m.ownedPaths(req, dir, rec.RunAs); !slices.Equal(args, rec.Args) {
 		klog.InfoS("Mount options changed; they apply from the next mount of this target", "target", req.Target, "volumeID", req.VolumeID)
 	}
 	if req.Credentials != nil {
-		if _, err := m.writeCredentials(m.credDirOf(rec, dir), *req.Credentials); err != nil {
+		if _, err := m.writeCredentials(m.credDirOf(rec, dir), *req.Credentials, rec.RunAs); err != nil {
 			return fmt.Errorf("refresh credentials: %w", err)
 		}
 		klog.V(4).InfoS("Refreshed credentials of a live mount", "target", req.Target, "volumeID", req.VolumeID)
@@ -303,16 +271,17 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
+	user := m.mountUser(ctx)
 	env := slices.Clone(req.Env)
 	if req.CABundle != nil {
-		p := filepath.Join(dir, mounter.CABundleFile)
-		if err := os.WriteFile(p, req.CABundle, 0o600); err != nil { // mount-s3 runs as root
+		p, err := m.writeCABundle(dir, req.CABundle, user)
+		if err != nil {
 			return fmt.Errorf("write CA bundle: %w", err)
 		}
 		env = append(env, "AWS_CA_BUNDLE="+p)
 	}
 	if req.Credentials != nil {
-		credEnv, err := m.writeCredentials(m.credDir(dir), *req.Credentials)
+		credEnv, err := m.writeCredentials(m.credDir(dir), *req.Credentials, user)
 		if err != nil {
 			return fmt.Errorf("write credentials: %w", err)
 		}
@@ -320,10 +289,14 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	}
 	req.Args = req.Args.BoundCache(m.cfg.MaxCacheMiB)
 	rec := m.newRecord(req)
+	rec.RunAs = user
 	var owned []string
-	rec.Args, owned = ownedPaths(req, dir)
+	rec.Args, owned = m.ownedPaths(req, dir, user)
 	for _, name := range owned {
-		if err := os.Mkdir(filepath.Join(dir, name), 0o700); err != nil {
+		if name != "cache" {
+			return fmt.Errorf("the %s option names a directory the driver does not know how to own", name)
+		}
+		if err := makeOwnedDir(m.cacheDir(dir, user), user); err != nil {
 			return fmt.Errorf("create the %s directory: %w", name, err)
 		}
 	}
@@ -335,13 +308,6 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	return m.startRecorded(ctx, rec, dir, unit)
 }
 
-// ownedPaths renders req's mount-s3 options for the target whose state directory is dir: an
-// option whose path the driver owns (--cache) gets the directory dir/<option>, which start
-// creates and the unmount removes with dir. It also returns those options' names.
-func ownedPaths(req mounter.Request, dir string) ([]string, []string) {
-	return mountargs.SetOwnedPaths(req.Args.List(), func(name string) string { return filepath.Join(dir, name) })
-}
-
 // newRecord is the record of req (its environment is completed by start, which writes the
 // credential files the environment points at).
 func (m *Mounter) newRecord(req mounter.Request) record {
@@ -349,15 +315,6 @@ func (m *Mounter) newRecord(req mounter.Request) record {
 		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
 		PVName: req.PVName, Recovery: req.Recovery, Resources: resourcesOf(req.Resources)}
 }
-
-// stagingDir is where mount-s3 mounts for target before the unit binds its mount onto it.
-func (m *Mounter) stagingDir(target string) string {
-	return filepath.Join(m.cfg.StagingDir, mountID(target))
-}
-
-// oldStagingDir is where earlier releases mounted mount-s3 for a repair: the unpublish of such a
-// mount unmounts it there.
-func oldStagingDir(dir string) string { return filepath.Join(dir, "repair") }
 
 // startRecorded starts the mount unit of a recorded mount on a target that holds no live
 // mount-s3 mount: nothing, a dead mount-s3 mount (a repair), or the guard of an earlier release
@@ -393,6 +350,10 @@ func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit strin
 		return fmt.Errorf("create the staging directory: %w", err)
 	}
 	hand := m.useHandover(ctx)
+	if rec.RunAs != nil && !hand {
+		// Its files are its user's; as root without the hand-over's helper it could not mount.
+		return fmt.Errorf("%w: the mount at %s runs mount-s3 as user %s, which needs the descriptor hand-over, and systemd's version could not be read", mounter.ErrUnavailable, rec.Target, rec.RunAs.Name)
+	}
 	var post [][]string
 	if hand {
 		pre = append(pre, m.helperCommand(rec.Args, staging)) // mounts, private, hands over
@@ -463,6 +424,7 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 		description: fmt.Sprintf("mount-s3 for S3 CSI volume %s at %s", rec.VolumeID, rec.Target),
 		kind:        "forking",
 		handover:    hand,
+		user:        rec.RunAs,
 		argv:        argv,
 		env:         rec.Env,
 		logFile:     filepath.Join(dir, logFileName),
@@ -810,28 +772,6 @@ func (m *Mounter) Recorded(target string) bool {
 	}
 	_, err := m.records.read(dir)
 	return err == nil
-}
-
-// saveRecord writes rec in dir and tells the record cache.
-func (m *Mounter) saveRecord(dir string, rec record) error {
-	if err := writeRecord(dir, rec); err != nil {
-		m.records.drop(dir)
-		return err
-	}
-	m.records.put(dir, rec)
-	return nil
-}
-
-// removeState removes a target's state directory (its record with it) and its credentials
-// directory, and tells the cache.
-func (m *Mounter) removeState(dir string) error {
-	defer m.records.drop(dir)
-	if cd := m.credDir(dir); cd != dir {
-		if err := os.RemoveAll(cd); err != nil {
-			return err
-		}
-	}
-	return os.RemoveAll(dir)
 }
 
 var _ mounter.Repairer = (*Mounter)(nil)

@@ -63,6 +63,10 @@ type unitSpec struct {
 	// the FUSE connection scality-fuse-helper (in pre) hands over, and the unit's own processes
 	// (mount-s3) get no capability (handover.go).
 	handover bool
+	// user runs the unit's own processes (mount-s3, not its "+" commands) as a dedicated user
+	// (nil: root); fullPrivileges leaves the sandbox out (the oneshot that creates that user).
+	user           *runAs
+	fullPrivileges bool
 	// keepFailed keeps the unit loaded after a failure, with its Result (success, signal,
 	// oom-kill, ...), until the driver reads it and resets the unit; otherwise it goes at once.
 	keepFailed bool
@@ -118,6 +122,9 @@ func (u unitSpec) properties() []sd.Property {
 		{Name: "TimeoutStartUSec", Value: dbus.MakeVariant(uint64(u.timeout / time.Microsecond))},
 	}
 	sandbox := Sandbox()
+	if u.fullPrivileges {
+		sandbox = nil
+	}
 	if u.handover {
 		// mount-s3 serves a descriptor: it needs no capability (CONFORMANCE.md P2).
 		for i := range sandbox {
@@ -130,6 +137,7 @@ func (u unitSpec) properties() []sd.Property {
 			sd.Property{Name: "NotifyAccess", Value: dbus.MakeVariant("all")})
 	}
 	props = append(props, sandbox...)
+	props = append(props, u.user.properties()...)
 	if u.slice != "" {
 		props = append(props, sd.PropSlice(u.slice))
 	}
@@ -179,6 +187,9 @@ type record struct {
 	WorkloadNamespace string `json:"workloadNamespace,omitempty"`
 	PVName            string `json:"pvName,omitempty"`
 	Recovery          string `json:"recovery,omitempty"`
+	// RunAs is the user mount-s3 runs as (nil: root, as every mount of earlier releases): the
+	// mount's files were made for it, so a repair keeps it.
+	RunAs *runAs `json:"runAs,omitempty"`
 	// Resources are the unit's cgroup settings (a repair starts it with the same).
 	Resources unitResources `json:"resources,omitzero"`
 }

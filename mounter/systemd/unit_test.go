@@ -76,6 +76,20 @@ func TestPropertiesGolden(t *testing.T) {
 	for _, p := range hand.properties() {
 		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
 	}
+	// With a dedicated user: mount-s3 runs as it, the "+" commands stay root.
+	user := hand
+	user.user = &runAs{Name: "s3csi-mount", UID: 990, GID: 990}
+	b.WriteString("---\n")
+	for _, p := range user.properties() {
+		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
+	}
+	// The oneshot that makes sure the user exists: no sandbox (it may write /etc/shadow).
+	ensure := unitSpec{description: "Make sure the user exists", kind: "oneshot", fullPrivileges: true, logFile: "/state/.mount-s3-user.log", timeout: time.Minute,
+		argv: []string{"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "ensure-user", "--ids-file", "/state/.mount-s3-user", "s3csi-mount"}}
+	b.WriteString("---\n")
+	for _, p := range ensure.properties() {
+		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
+	}
 	golden := filepath.Join("testdata", "mount-unit.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {

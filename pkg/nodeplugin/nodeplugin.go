@@ -117,6 +117,9 @@ type Config struct {
 	// SystemdCredentialsDir is where systemd mode writes each mount's credential files (a
 	// tmpfs); empty: in its state directory.
 	SystemdCredentialsDir string
+	// MountS3User is the system user systemd mode runs mount-s3 as (systemd.Config.MountS3User;
+	// empty: root) and SystemdCacheDir where those mounts keep their caches.
+	MountS3User, SystemdCacheDir string
 	// MountResources are mount-s3's default requests and limits (systemd mode applies them to
 	// each unit; a volume's attributes override them).
 	MountResources corev1.ResourceRequirements
@@ -162,6 +165,8 @@ func Run(ctx context.Context, cfg Config) error {
 			// Beside the plugin directory, not in it: the container mounts that one at /csi too.
 			StagingDir:     filepath.Join(cfg.KubeletPath, "plugins", version.DriverName+"-staging"),
 			CredentialsDir: cfg.SystemdCredentialsDir,
+			MountS3User:    cfg.MountS3User,
+			CacheDir:       cfg.SystemdCacheDir,
 			StartTimeout:   cfg.MountTimeout,
 			MaxCacheMiB:    cfg.SystemdMaxCacheMiB,
 			CallTimeout:    cfg.SystemdTimeout,

@@ -94,6 +94,10 @@ func testStatic(t *testing.T, mode string) {
 			if !strings.Contains(string(status), "CapBnd:\t0000000000000000\n") || !strings.HasSuffix(string(cmdline), "\x00/dev/fd/3\x00") {
 				t.Errorf("unit %s: mount-s3 (pid %s, %q) does not serve a handed-over /dev/fd/3 without capabilities:\n%s", unit, pid, cmdline, status)
 			}
+			// As the chart's node.mountS3User, which the first mount created on the node.
+			if uid := mountS3UID(t); !strings.Contains(string(status), fmt.Sprintf("Uid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\n", uid)) {
+				t.Errorf("unit %s: mount-s3 (pid %s) does not run as s3csi-mount (uid %d):\n%s", unit, pid, uid, status)
+			}
 		}
 	case "pod":
 		if len(st.units) != 0 || len(st.mpPods) != 1 || len(st.attachments) != 1 {
@@ -729,4 +733,22 @@ while true; do i=$((i+1)); if printf 'w%d\n' $i > /data/w-$i 2>/dev/null; then e
 		return ""
 	})
 	expectClean(t)
+}
+
+// mountS3UID is the uid of the user the chart runs systemd-mode mount-s3 as (node.mountS3User),
+// from the node's /etc/passwd; the test fails when the driver has not created it.
+func mountS3UID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/etc/passwd")
+	harness.Must(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, ":"); len(f) > 3 && f[0] == "s3csi-mount" {
+			uid, err := strconv.Atoi(f[2])
+			if err == nil && uid > 0 {
+				return uid
+			}
+		}
+	}
+	t.Fatalf("no user s3csi-mount in the node's /etc/passwd")
+	return 0
 }

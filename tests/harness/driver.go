@@ -77,6 +77,14 @@ func (d *Driver) args(t TB) []string {
 	if !hasFlag(o.ExtraArgs, "--systemd-credentials-dir") {
 		args = append(args, "--systemd-credentials-dir="+d.CredentialsDir())
 	}
+	// mount-s3 runs as a user of its own, as the chart configures it: the user is created in
+	// the test manager's copy of /etc (Systemd.EtcDir), its cache beside the kubelet directory.
+	if !hasFlag(o.ExtraArgs, "--mount-s3-user") {
+		args = append(args, "--mount-s3-user="+MountS3User)
+	}
+	if !hasFlag(o.ExtraArgs, "--systemd-cache-dir") {
+		args = append(args, "--systemd-cache-dir="+d.CacheDir())
+	}
 	// The check of a node-publish secret's namespace reads the volume's PV, which only the
 	// suites with an API server and PVs have (they pass the flag themselves): the others publish
 	// with secrets the way a node plugin started with --node-publish-secret-scope=any does.
@@ -99,6 +107,15 @@ func hasFlag(args []string, flag string) bool {
 // names another): a directory beside the fake kubelet directory.
 func (d *Driver) CredentialsDir() string {
 	return strings.TrimSuffix(d.opts.KubeletDir, "/") + "-credentials"
+}
+
+// MountS3User is the user the harness's node plugins run mount-s3 as (--mount-s3-user).
+const MountS3User = "s3csi-mount"
+
+// CacheDir is the node plugin's --systemd-cache-dir: beside the kubelet directory, like
+// CredentialsDir.
+func (d *Driver) CacheDir() string {
+	return strings.TrimSuffix(d.opts.KubeletDir, "/") + "-cache"
 }
 
 // env is the driver's environment: nothing inherited, driver credentials only when requested.
@@ -199,6 +216,7 @@ func NewKubeletDir(t TB) string {
 		}
 		os.RemoveAll(dir)
 		os.RemoveAll(dir + "-credentials") // Driver.CredentialsDir
+		os.RemoveAll(dir + "-cache")       // Driver.CacheDir
 	})
 	return dir
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,9 @@ type Systemd struct {
 	RuntimeDir string
 	// SharedDir is the directory made a shared mount.
 	SharedDir string
+	// EtcDir is the manager's /etc: a copy of this machine's, made at start, that its units
+	// (systemd-sysusers among them) may change.
+	EtcDir string
 
 	t       TB
 	env     []string
@@ -67,7 +71,10 @@ func StartSystemd(t TB, sharedDir string, extraEnv ...string) *Systemd {
 		t:          t,
 		logFile:    filepath.Join(t.TempDir(), "systemd.log"),
 		env:        extraEnv,
+		EtcDir:     filepath.Join(t.TempDir(), "etc"),
 	}
+	// cp -a keeps owners and modes (/etc/shadow stays root's); the copy is a few MB.
+	run(t, "cp", "-a", "/etc", s.EtcDir)
 	var removeCgroups func()
 	s.cgroupProcs, removeCgroups = ownCgroups(filepath.Base(runtimeDir))
 	s.start()
@@ -138,7 +145,9 @@ func (s *Systemd) start() {
 		s.t.Fatalf("systemd log: %v", err)
 	}
 	defer log.Close()
-	script := "mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user"
+	// The manager sees a copy of /etc (EtcDir), so that the user the driver creates for mount-s3
+	// (--mount-s3-user) is added to the copy and never to this machine's /etc/passwd.
+	script := fmt.Sprintf("mount --bind %s /etc && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user", s.EtcDir)
 	for _, p := range s.cgroupProcs {
 		script = fmt.Sprintf("echo $$ > %s && %s", p, script)
 	}
@@ -300,4 +309,27 @@ func RequireRoot(t TB) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("%v", fmt.Errorf("%w; run `sudo make test`", ErrNotRoot))
 	}
+}
+
+// UserIDs returns the uid and gid of name in the manager's /etc (EtcDir), failing the test when
+// the user is not there.
+func (s *Systemd) UserIDs(t TB, name string) (int, int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.EtcDir, "passwd"))
+	if err != nil {
+		t.Fatalf("the manager's passwd: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 4 && f[0] == name {
+			uid, err1 := strconv.Atoi(f[2])
+			gid, err2 := strconv.Atoi(f[3])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("passwd line %q", line)
+			}
+			return uid, gid
+		}
+	}
+	t.Fatalf("user %s is not in the manager's /etc/passwd", name)
+	return 0, 0
 }

@@ -187,6 +187,7 @@ func TestModeRendering(t *testing.T) {
 			if m.systemd {
 				wantHost["systemd-socket-dir"] = path.Dir(m.systemdSocket)
 				wantHost["credentials-dir"] = "/run/s3.csi.scality.com"
+				wantHost["cache-dir"] = "/var/cache/s3.csi.scality.com"
 				wantHost["mount-s3-install-dir"] = map[string]string{"systemd": "/opt/mountpoint-s3-csi/bin/", "mixed": "/opt/s3-csi/bin/"}[m.name]
 			}
 			if diff := cmp.Diff(wantHost, hostPaths(node)); diff != "" {
@@ -224,6 +225,14 @@ func TestModeRendering(t *testing.T) {
 			}
 			if !m.pod && (sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL")) {
 				t.Errorf("systemd-only s3-plugin must drop every capability and privilege escalation: %+v", sc)
+			}
+			// Only what giving mount-s3's user its files takes comes back (node.mountS3User,
+			// set by default).
+			if !m.pod && !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN", "DAC_OVERRIDE"}) {
+				t.Errorf("systemd-only s3-plugin adds capabilities %v, want CHOWN and DAC_OVERRIDE only", sc.Capabilities.Add)
+			}
+			if user, _ := flagValue(plugin.Args, "mount-s3-user"); m.systemd && user != "s3csi-mount" {
+				t.Errorf("--mount-s3-user=%q, want the default s3csi-mount", user)
 			}
 			for _, c := range append(slices.Clone(node.InitContainers), node.Containers...) {
 				if c.Name != "s3-plugin" && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {

@@ -30,6 +30,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"unknown top-level key", "mountr:\n  defaultMode: pod\n", []string{"additional properties 'mountr' not allowed"}},
 		{"unknown nested key", "node:\n  kubeletDir: /var/lib/kubelet\n", []string{"/node", "additional properties 'kubeletDir' not allowed"}},
 		{"relative kubelet path", "node:\n  kubeletPath: var/lib/kubelet\n", []string{"/node/kubeletPath"}},
+		{"mount-s3's user root", "node:\n  mountS3User: root\n", []string{"/node/mountS3User"}},
+		{"mount-s3's user not a user name", "node:\n  mountS3User: ../S3\n", []string{"/node/mountS3User"}},
 		{"log level a string", "node:\n  logLevel: high\n", []string{"/node/logLevel", "want integer"}},
 		{"log level too high", "controller:\n  logLevel: 11\n", []string{"/controller/logLevel"}},
 		{"bad duration", "node:\n  mountTimeout: 60\n", []string{"/node/mountTimeout"}},

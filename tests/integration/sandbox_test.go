@@ -52,8 +52,92 @@ func TestUnitsConfined(t *testing.T) {
 	if cmdline, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(out), "cmdline")); err != nil || !strings.HasSuffix(string(cmdline), "\x00confined\x00/dev/fd/3\x00") {
 		t.Errorf("mount-s3's command line %q (%v), want the bucket served from /dev/fd/3", cmdline, err)
 	}
+	// As a user of its own (--mount-s3-user, created in the manager's /etc when missing).
+	uid, gid := s.sd.UserIDs(t, harness.MountS3User)
+	if uid == 0 || gid == 0 {
+		t.Fatalf("mount-s3's user has uid %d gid %d", uid, gid)
+	}
+	for _, want := range []string{fmt.Sprintf("Uid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d", uid), fmt.Sprintf("Gid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d", gid)} {
+		if !strings.Contains(string(status), want+"\n") {
+			t.Errorf("mount-s3's /proc status lacks %q:\n%s", want, status)
+		}
+	}
+	if passwd, _ := os.ReadFile(filepath.Join(s.sd.EtcDir, "passwd")); !strings.Contains(string(passwd), harness.MountS3User+":x:") ||
+		strings.Contains(string(mustRead(t, "/etc/passwd")), harness.MountS3User+":x:") {
+		t.Errorf("the user must be created in the manager's /etc copy only")
+	}
 	s.unpublish(target)
 	s.assertClean(target)
+
+	// What that user may do, in a unit confined as a mount unit's mount-s3 is: write its own
+	// cache; not write a root-owned file (as root without capabilities it could), not read
+	// root's files, not read a directory of another user.
+	userDir := t.TempDir()
+	for _, d := range []string{filepath.Dir(userDir), userDir} { // as /var/cache and its parents are
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rootFile := filepath.Join(userDir, "root-file")
+	secret := filepath.Join(userDir, "root-secret")
+	if err := os.WriteFile(rootFile, []byte("root's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte("root's secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(userDir, "own-cache")
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(own, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	userScript := fmt.Sprintf(`try() { if "$@" 2>/dev/null; then echo "$name allowed"; else echo "$name refused"; fi; }
+name=own-cache-write try sh -c 'echo x > %[1]s/block'
+name=write-root-file try sh -c 'echo x >> %[2]s'
+name=read-root-secret try cat %[3]s
+name=create-in-root-dir try sh -c 'echo x > %[4]s/new'
+`, own, rootFile, secret, userDir)
+	userLog := filepath.Join(t.TempDir(), "out")
+	{
+		conn, err := systemd.Connect(s.sd.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sandbox := systemd.Sandbox()
+		for i := range sandbox {
+			if sandbox[i].Name == "CapabilityBoundingSet" {
+				sandbox[i].Value = dbus.MakeVariant(uint64(0))
+			}
+		}
+		props := append([]sd.Property{
+			sd.PropType("oneshot"),
+			systemd.ExecProperty("ExecStart", []string{"/bin/sh", "-c", userScript}),
+			{Name: "StandardOutputFile", Value: dbus.MakeVariant(userLog)},
+			{Name: "StandardErrorFile", Value: dbus.MakeVariant(userLog)},
+			{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+			{Name: "User", Value: dbus.MakeVariant(harness.MountS3User)},
+			{Name: "Group", Value: dbus.MakeVariant(harness.MountS3User)},
+		}, sandbox...)
+		ch := make(chan string, 1)
+		if _, err := conn.StartTransientUnitContext(context.Background(), "s3csi-user-probe.service", "fail", props, ch); err != nil {
+			t.Fatalf("start the user probe unit: %v", err)
+		}
+		if res := <-ch; res != "done" {
+			t.Fatalf("user probe unit: %s", res)
+		}
+		conn.Close()
+	}
+	gotUser := mustRead(t, userLog)
+	for _, want := range []string{"own-cache-write allowed", "write-root-file refused", "read-root-secret refused", "create-in-root-dir refused"} {
+		if !strings.Contains(string(gotUser), want+"\n") {
+			t.Errorf("mount-s3's user: %q missing in:\n%s", want, gotUser)
+		}
+	}
+	if b := mustRead(t, rootFile); string(b) != "root's" {
+		t.Errorf("the root-owned file changed: %q", b)
+	}
 
 	// The same confinement around a shell: each line prints what happened.
 	dir := t.TempDir()
@@ -202,4 +286,13 @@ func TestUnitsConfinedWithoutHandover(t *testing.T) {
 	}
 	s.unpublish(target)
 	s.assertClean(target)
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

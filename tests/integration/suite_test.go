@@ -111,6 +111,15 @@ func (s *suite) assertClean(target string) {
 		}
 		s.t.Errorf("state left in %s: %v", s.stateDir(), names)
 	}
+	for _, dir := range []string{s.drv.CredentialsDir(), s.drv.CacheDir()} {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) != 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			s.t.Errorf("left in %s: %v", dir, names)
+		}
+	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		s.t.Errorf("target %s not removed: %v", target, err)
 	}

@@ -127,8 +127,20 @@ func TestRepublishRefreshesCredentials(t *testing.T) {
 	if string(after) == string(before) || !strings.Contains(string(after), "ROTATEDKEY") || !strings.Contains(string(after), "rotatedtoken") {
 		t.Fatalf("credentials not refreshed:\n%s", after)
 	}
-	if st, _ := os.Stat(credFiles[0]); st.Mode().Perm() != 0o600 {
-		t.Errorf("credentials mode %v, want 0600", st.Mode().Perm())
+	// Readable by mount-s3's user through its group only, after the refresh as before.
+	_, gid := s.sd.UserIDs(t, harness.MountS3User)
+	for _, p := range []string{credFiles[0], filepath.Dir(credFiles[0])} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o640)
+		if p != credFiles[0] {
+			want = 0o750
+		}
+		if sys := st.Sys().(*syscall.Stat_t); st.Mode().Perm() != want || sys.Uid != 0 || int(sys.Gid) != gid {
+			t.Errorf("%s: mode %v, owner %d:%d; want %v, root and mount-s3's group %d", p, st.Mode().Perm(), sys.Uid, sys.Gid, want, gid)
+		}
 	}
 	if got := s.mainPID(target); got != pid {
 		t.Errorf("republish restarted mount-s3 (pid %d → %d); it must be a no-op", pid, got)
@@ -180,7 +192,13 @@ func TestSystemdRestart(t *testing.T) {
 func TestDriverKilledDuringPublish(t *testing.T) {
 	harness.RequireRoot(t)
 	// mount-s3 that takes a while to start, so the kill lands in the middle of the publish.
-	slow := filepath.Join(t.TempDir(), "slow-mount-s3")
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // mount-s3's user runs it
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow := filepath.Join(dir, "slow-mount-s3")
 	script := "#!/bin/sh\nsleep 1\nexec " + harness.MountS3(t) + " \"$@\"\n"
 	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -379,8 +397,9 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 }
 
 // TestCacheDirectoryOwnedByDriver: the mount option `cache` (no path) gives mount-s3 a cache
-// directory in the mount's state directory, which the unpublish removes; a PV that names a
-// host path for it is refused before anything is created.
+// directory of its own, in --systemd-cache-dir and owned by mount-s3's user (who writes its
+// cache there), which the unpublish removes; a PV that names a host path for it is refused
+// before anything is created.
 func TestCacheDirectoryOwnedByDriver(t *testing.T) {
 	s := newSuite(t, true)
 	s.s3.CreateBucket(t, "cached")
@@ -396,11 +415,18 @@ func TestCacheDirectoryOwnedByDriver(t *testing.T) {
 			cache = v
 		}
 	}
-	if !strings.HasPrefix(cache, s.stateDir()+"/") || filepath.Base(cache) != "cache" {
-		t.Fatalf("mount-s3 runs with --cache=%q, want a directory in the state dir %s", cache, s.stateDir())
+	if filepath.Dir(cache) != s.drv.CacheDir() {
+		t.Fatalf("mount-s3 runs with --cache=%q, want a directory in %s", cache, s.drv.CacheDir())
 	}
-	if st, err := os.Stat(cache); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
-		t.Fatalf("cache directory %s: %v %v, want a 0700 directory", cache, st, err)
+	uid, gid := s.sd.UserIDs(t, harness.MountS3User)
+	for _, p := range []string{cache, filepath.Join(cache, "mountpoint-cache")} { // the second made by mount-s3
+		st, err := os.Stat(p)
+		if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+			t.Fatalf("cache directory %s: %v %v, want a 0700 directory", p, st, err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); int(sys.Uid) != uid || int(sys.Gid) != gid {
+			t.Errorf("%s is owned by %d:%d, want mount-s3's user %d:%d", p, sys.Uid, sys.Gid, uid, gid)
+		}
 	}
 	s.unpublish(target)
 	s.assertClean(target)

@@ -228,3 +228,39 @@ func TestBackgroundLogsLeaveTheUnitOutput(t *testing.T) {
 		t.Errorf("the unit's output holds %q, want only the start-up line %q", b, want)
 	}
 }
+
+// TestCacheDirectory (row O6): with --cache, the stand-in replaces its own subdirectory of the
+// cache directory with an empty one at start and leaves the rest alone; it refuses to start
+// when it cannot make it.
+func TestCacheDirectory(t *testing.T) {
+	f := newFixture(t, "bkt-cache")
+	cache := t.TempDir()
+	mustWrite(t, filepath.Join(cache, "kept"), "the driver's")
+	if err := os.MkdirAll(filepath.Join(cache, "mountpoint-cache", "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, pidFile := mountDir(t)
+	pid := daemonMount(t, f.env, dir, pidFile, f.args(dir, "--cache", cache)...)
+	st, err := os.Stat(filepath.Join(cache, "mountpoint-cache"))
+	if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Fatalf("cache subdirectory: %v, %v", st, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(cache, "mountpoint-cache")); len(entries) != 0 {
+		t.Errorf("an earlier run's cache survived the start: %v", entries)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "kept")); err != nil {
+		t.Errorf("a file beside the cache subdirectory went: %v", err)
+	}
+	unmountAndWait(t, dir, pid)
+
+	notADir := filepath.Join(t.TempDir(), "file")
+	mustWrite(t, notADir, "x")
+	dir2, _ := mountDir(t)
+	code, _, stderr := runStandin(t, f.env, f.args(dir2, "--cache", notADir)...)
+	if code != 1 || !strings.Contains(stderr, "failed to create cache directory") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and the cache directory error", code, stderr)
+	}
+	if _, ok := mountEntry(dir2); ok {
+		t.Fatalf("%s is mounted after a failed start", dir2)
+	}
+}

@@ -170,6 +170,24 @@ func ttls(o *Options) (file, dir, neg time.Duration) {
 	return file, dir, neg
 }
 
+// cacheSubdir is the directory mount-s3 makes for its data cache inside the --cache directory.
+const cacheSubdir = "mountpoint-cache"
+
+// makeCacheDir does what mount-s3 does with --cache at start (CONFORMANCE.md O6): it replaces
+// any directory an earlier run left with a new, empty one of its own (0700) inside the given
+// directory, and refuses to start when it cannot, e.g. when its user may not write there.
+func makeCacheDir(parent string) error {
+	sub := filepath.Join(parent, cacheSubdir)
+	err := os.RemoveAll(sub)
+	if err == nil {
+		err = os.Mkdir(sub, 0o700)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to create cache directory\n\nCaused by:\n    %v", err)
+	}
+	return nil
+}
+
 // mount runs mount-s3's startup sequence: mount point check, SSE check, PID file, S3 client,
 // the ListObjectsV2 probe, then the FUSE mount. Errors carry mount-s3's message text.
 func mount(o *Options, log *logger) (*mounted, error) {
@@ -193,6 +211,11 @@ func mount(o *Options, log *logger) (*mounted, error) {
 	st := &s3Store{c: client, bucket: o.Bucket, o: o}
 	if err := st.checkBucket(ctx, region); err != nil {
 		return nil, err
+	}
+	if o.Cache != "" {
+		if err := makeCacheDir(o.Cache); err != nil {
+			return nil, err
+		}
 	}
 	cfg := fsConfig{
 		prefix: o.Prefix, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), dirMode: 0o755, fileMode: 0o644,

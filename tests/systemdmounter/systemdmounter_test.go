@@ -33,6 +33,7 @@ type env struct {
 	kubelet string
 	m       *systemd.Mounter
 	state   string
+	cache   string // CacheDir: the caches of mount-s3 run as harness.MountS3User
 	creds   *credentials.Credentials
 }
 
@@ -49,7 +50,13 @@ func setupWith(t *testing.T, maxCacheMiB uint64) *env {
 	e.kubelet = filepath.Join(t.TempDir(), "kubelet")
 	e.sd = harness.StartSystemd(t, e.kubelet)
 	e.state = filepath.Join(e.kubelet, "plugins", "s3.csi.scality.com", "systemd")
+	// mount-s3 runs as its own user, as the chart has it: its credentials and cache live where
+	// that user can reach them (directories under /tmp, as /run and /var/cache are).
+	e.cache = traversableTempDir(t, "cache-")
 	m, err := systemd.New(systemd.Config{
+		MountS3User:    harness.MountS3User,
+		CredentialsDir: traversableTempDir(t, "credentials-"),
+		CacheDir:       e.cache,
 		SystemdSocket:  e.sd.Socket,
 		MountS3Path:    harness.MountS3(t),
 		FuseHelperPath: harness.Bin(t, "scality-fuse-helper"),
@@ -66,6 +73,18 @@ func setupWith(t *testing.T, maxCacheMiB uint64) *env {
 	e.m = m
 	e.creds = &credentials.Credentials{AccessKeyID: e.s3.AccessKey, SecretAccessKey: e.s3.SecretKey}
 	return e
+}
+
+// traversableTempDir is a new directory under the system's temporary directory, removed at
+// the end of the test.
+func traversableTempDir(t *testing.T, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 func (e *env) request(t *testing.T, pod, bucket string, flags ...string) mounter.Request {
@@ -254,9 +273,9 @@ func (e *env) unitStateDir(t *testing.T) string {
 }
 
 // TestCacheBoundAndKeptOnRepair: a mount with a cache gets mount-s3's --max-cache-size from
-// the node's bound (lowered when it asks for more), its cache directory is in its state
-// directory, and a repair after mount-s3 died keeps what the directory holds; the unpublish
-// removes it.
+// the node's bound (lowered when it asks for more), its cache directory is its user's own in
+// CacheDir, and a repair after mount-s3 died starts it as the same user and keeps what the
+// directory holds; the unpublish removes it.
 func TestCacheBoundAndKeptOnRepair(t *testing.T) {
 	e := setupWith(t, 900)
 	ctx := context.Background()
@@ -270,10 +289,23 @@ func TestCacheBoundAndKeptOnRepair(t *testing.T) {
 	if err != nil || !strings.Contains(out, "--max-cache-size=900") || strings.Contains(out, "--max-cache-size=5000") {
 		t.Errorf("ExecStart %q (%v), want --max-cache-size lowered to 900", out, err)
 	}
-	cache := filepath.Join(e.unitStateDir(t), "cache")
+	cache := filepath.Join(e.cache, filepath.Base(e.unitStateDir(t)))
 	if !strings.Contains(out, "--cache="+cache) {
-		t.Errorf("ExecStart %q, want the cache in the state directory %s", out, cache)
+		t.Errorf("ExecStart %q, want the cache in %s", out, cache)
 	}
+	uid, _ := e.sd.UserIDs(t, harness.MountS3User)
+	runsAsUser := func(when string) {
+		t.Helper()
+		pid, err := e.sd.Systemctl("show", unit, "-p", "MainPID", "--value")
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(pid), "status"))
+		if want := fmt.Sprintf("Uid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\n", uid); err != nil || !strings.Contains(string(status), want) {
+			t.Errorf("%s, mount-s3 (pid %s) does not run as its user %d: %v\n%s", when, pid, uid, err, status)
+		}
+	}
+	runsAsUser("at the start")
 	harness.Must(t, os.WriteFile(filepath.Join(cache, "marker"), []byte("kept"), 0o600))
 	if _, err := e.sd.Systemctl("kill", "--signal=KILL", unit); err != nil {
 		t.Fatal(err)
@@ -290,6 +322,7 @@ func TestCacheBoundAndKeptOnRepair(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(cache, "marker")); err != nil || string(b) != "kept" {
 		t.Errorf("the repair lost the cache: %q %v", b, err)
 	}
+	runsAsUser("after the repair")
 	if err := e.m.Unmount(ctx, req.Target); err != nil {
 		t.Fatal(err)
 	}
