@@ -79,7 +79,7 @@ func (m *Mounter) mountUser(ctx context.Context) *runAs {
 	u.ids, u.failed = ids, time.Time{}
 	for _, d := range []string{m.cfg.CredentialsDir, m.cfg.CacheDir} {
 		// The user may pass through, not list: it knows only its own mounts' directories.
-		if err := os.MkdirAll(d, 0o711); err != nil {
+		if err := os.MkdirAll(d, 0o711); err != nil { //nolint:gosec // G301: traversal only, no listing
 			klog.ErrorS(err, "Could not create a directory mount-s3's user needs", "dir", d)
 			u.ids = nil
 			return nil
@@ -139,14 +139,6 @@ func (u *runAs) properties() []sd.Property {
 		{Name: "User", Value: dbus.MakeVariant(u.Name)},
 		{Name: "Group", Value: dbus.MakeVariant(u.Name)},
 	}
-}
-
-// gid is the group the mount's files are shared with (-1: none, root only).
-func (u *runAs) gid() int {
-	if u == nil {
-		return -1
-	}
-	return u.GID
 }
 
 // cacheDir is where the mount with state directory dir keeps the cache of its mount-s3 running
