@@ -736,10 +736,11 @@ while true; do i=$((i+1)); if printf 'w%d\n' $i > /data/w-$i 2>/dev/null; then e
 }
 
 // mountS3UID is the uid of the user the chart runs systemd-mode mount-s3 as (node.mountS3User),
-// from the node's /etc/passwd; the test fails when the driver has not created it.
+// from the /etc/passwd of the node's systemd (rig.EtcDir); the test fails when the driver has
+// not created it.
 func mountS3UID(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/etc/passwd")
+	b, err := os.ReadFile(filepath.Join(rig.EtcDir, "passwd"))
 	harness.Must(t, err)
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Split(line, ":"); len(f) > 3 && f[0] == "s3csi-mount" {

@@ -257,8 +257,16 @@ func (u *upper) startSystemd(context.Context) error {
 			return err
 		}
 	}
+	// Its /etc is a copy of the machine's (EtcDir), kept across the rig's reboots: the user the
+	// node plugin creates for mount-s3 (node.mountS3User) goes there, not into this machine's.
+	if _, err := os.Stat(EtcDir); errors.Is(err, os.ErrNotExist) {
+		if out, err := exec.Command("cp", "-a", "/etc", EtcDir).CombinedOutput(); err != nil {
+			return fmt.Errorf("copy /etc for the user manager: %v: %s", err, out)
+		}
+	}
 	d, err := u.startDaemon("systemd", []string{"unshare", "-m", "--propagation", "unchanged", "sh", "-c",
-		"{ ! mountpoint -q /run/systemd || mount --make-rslave /run/systemd; } && mount -t tmpfs tmpfs /run/systemd && " +
+		"mount --bind " + EtcDir + " /etc && " +
+			"{ ! mountpoint -q /run/systemd || mount --make-rslave /run/systemd; } && mount -t tmpfs tmpfs /run/systemd && " +
 			"mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user"},
 		"XDG_RUNTIME_DIR="+systemdRuntimeDir)
 	if err != nil {

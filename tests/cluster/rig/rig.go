@@ -62,7 +62,10 @@ const (
 
 // Paths derived from the directories above.
 var (
-	stateFile          = filepath.Join(DataDir, "state.json")
+	stateFile = filepath.Join(DataDir, "state.json")
+	// EtcDir is the /etc of the rig's systemd user manager and its units: a copy of the
+	// machine's, made at the first start.
+	EtcDir             = filepath.Join(DataDir, "etc")
 	pkiDir             = filepath.Join(DataDir, "pki")
 	logDir             = filepath.Join(DataDir, "logs")
 	podLogsDir         = filepath.Join(DataDir, "pod-logs")
