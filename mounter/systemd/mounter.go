@@ -373,8 +373,13 @@ func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit strin
 // it (see startRecorded). The old daemon is killed first: a hung one would keep its connection
 // alive.
 func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit string) error {
-	if prev, err := readRecord(dir); err == nil && len(rec.Env) == 0 {
-		rec.Env = prev.Env // a repair from the record: same environment
+	if prev, err := readRecord(dir); err == nil {
+		// The same volume (Mount checked): started again as recorded, with the options, the
+		// environment and the user its files (credentials, cache) were made for.
+		if len(rec.Env) == 0 {
+			rec.Env = prev.Env
+		}
+		rec.Args, rec.RunAs = prev.Args, prev.RunAs
 	}
 	m.killUnit(ctx, unit)
 	if err := m.stopUnit(ctx, unit); err != nil {

@@ -323,6 +323,23 @@ func TestCacheBoundAndKeptOnRepair(t *testing.T) {
 		t.Errorf("the repair lost the cache: %q %v", b, err)
 	}
 	runsAsUser("after the repair")
+	// Dead again, and this time kubelet's republish finds it first: the same, from the record.
+	if _, err := e.sd.Systemctl("kill", "--signal=KILL", unit); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 10*time.Second, func() string {
+		if r, _ := (&mounthealth.Checker{}).Check(ctx, req.Target); r.State == mounthealth.Live {
+			return "the mount still answers"
+		}
+		return ""
+	})
+	if err := e.m.Mount(ctx, req); err != nil {
+		t.Fatalf("republish of the dead mount: %v", err)
+	}
+	if out, _ := e.sd.Systemctl("show", unit, "-p", "ExecStart", "--value"); !strings.Contains(out, "--cache="+cache) {
+		t.Errorf("ExecStart after the republish %q, want the cache %s", out, cache)
+	}
+	runsAsUser("after the republish")
 	if err := e.m.Unmount(ctx, req.Target); err != nil {
 		t.Fatal(err)
 	}
