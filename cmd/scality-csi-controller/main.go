@@ -54,6 +54,7 @@ type options struct {
 	resyncInterval     time.Duration
 	orphanGrace        time.Duration
 	workers            int
+	drainWorkers       int
 	gcPercent          int
 	leaderElect        bool
 	leaderElectionNS   string
@@ -84,7 +85,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.batchWindow, "batch-window", time.Second, "events for a volume on a node reconciled less than this long ago wait for the rest of the window, so a burst of workloads costs one write")
 	fs.DurationVar(&o.resyncInterval, "resync-interval", 2*time.Minute, "how often every attachment and Mountpoint Pod is checked again (stale-attachment cleaner)")
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", time.Minute, "age at which a Mountpoint Pod no attachment references is retired")
-	fs.IntVar(&o.workers, "workers", 4, "concurrent reconciles")
+	fs.IntVar(&o.workers, "workers", 4, "concurrent reconciles while workload events keep arriving: keys wait in the queue, where one write covers every workload that arrived meanwhile")
+	fs.IntVar(&o.drainWorkers, "drain-workers", 16, "concurrent reconciles once workload events have stopped for a quarter of a second: what a burst left in the queue is written at this concurrency (at least --workers)")
 	fs.IntVar(&o.gcPercent, "gc-percent", 100, "Go's garbage collection target (GOGC): the heap may grow this many percent over what is live before a collection; lower keeps the memory of a large pod cache down at some CPU")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader (Lease) so only one replica reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default $POD_NAMESPACE; in-cluster default otherwise)")
@@ -154,8 +156,8 @@ func (o *options) reconcilerConfig() (reconciler.Config, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--default-mounter: %w", err))
 	}
-	if o.batchWindow < 0 || o.resyncInterval <= 0 || o.orphanGrace <= 0 || o.workers < 1 {
-		errs = append(errs, errors.New("--batch-window must be >= 0; --resync-interval, --orphan-grace and --workers must be positive"))
+	if o.batchWindow < 0 || o.resyncInterval <= 0 || o.orphanGrace <= 0 || o.workers < 1 || o.drainWorkers < 1 {
+		errs = append(errs, errors.New("--batch-window must be >= 0; --resync-interval, --orphan-grace, --workers and --drain-workers must be positive"))
 	}
 	if o.gcPercent < 10 || o.gcPercent > 1000 {
 		errs = append(errs, fmt.Errorf("--gc-percent must be between 10 and 1000, not %d (100 is Go's default)", o.gcPercent))
@@ -223,7 +225,7 @@ func run(o options, cfg reconciler.Config) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if _, err := reconciler.Setup(ctx, mgr, cfg, reconciler.Options{Workers: o.workers, ResyncInterval: o.resyncInterval}); err != nil {
+	if _, err := reconciler.Setup(ctx, mgr, cfg, reconciler.Options{Workers: o.workers, DrainWorkers: o.drainWorkers, ResyncInterval: o.resyncInterval}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -71,6 +71,9 @@ func (r *Reconciler) onWorkload(ctx context.Context, old, cur *workload, q queue
 	if old != nil && old.NodeName == cur.NodeName && old.Phase == cur.Phase && old.Deleting == cur.Deleting {
 		return
 	}
+	if r.gate != nil {
+		r.gate.event()
+	}
 	r.enqueueForWorkload(ctx, cur, q)
 }
 

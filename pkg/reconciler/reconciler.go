@@ -57,6 +57,7 @@ type Reconciler struct {
 
 	overlay overlay
 	expect  podExpectations
+	gate    *gate // nil: no bound beyond the controller's
 
 	mu   sync.Mutex
 	last map[podcontract.Key]time.Time // when each key was last reconciled (for coalescing)
@@ -75,6 +76,12 @@ const (
 
 // Reconcile dispatches a request.
 func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
+	if r.gate != nil {
+		if err := r.gate.acquire(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+		defer r.gate.release()
+	}
 	var res reconcile.Result
 	var err error
 	switch {

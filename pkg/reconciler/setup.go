@@ -48,8 +48,11 @@ func CacheOptions(mountpointNamespace string) cache.Options {
 
 // Options are the controller's tuning knobs beyond Config.
 type Options struct {
-	// Workers is the number of concurrent reconciles.
-	Workers int
+	// Workers bounds the concurrent reconciles while workload events keep arriving, and
+	// DrainWorkers once none has for a quarter of a second (gate): a burst is coalesced in the
+	// queue, then what it left is written at full concurrency. DrainWorkers below Workers is
+	// Workers.
+	Workers, DrainWorkers int
 	// ResyncInterval is how often every attachment and Mountpoint Pod is reconciled again
 	// (the stale-attachment cleaner).
 	ResyncInterval time.Duration
@@ -97,13 +100,14 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg Config, opts Options) (
 		recorder:   mgr.GetEventRecorder("scality-csi-controller"),
 		cfg:        cfg,
 		metrics:    newMetrics(mgr.GetCache(), cfg.MountpointPod.Namespace),
+		gate:       newGate(opts.Workers, opts.DrainWorkers, defaultQuietAfter),
 	}
 	if err := r.metrics.register(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	c, err := controller.NewTyped[Request]("mountpoint-s3-pod-attachments", mgr, controller.TypedOptions[Request]{
 		Reconciler:              r,
-		MaxConcurrentReconciles: max(opts.Workers, 1),
+		MaxConcurrentReconciles: r.gate.drain,
 	})
 	if err != nil {
 		return nil, err
