@@ -112,6 +112,11 @@ func Down(keepLogs string, log io.Writer) error {
 			errs = append(errs, fmt.Errorf("remove %s: %w", p, err))
 		}
 	}
+	// The chart's hostPath directories kubelet created for the node plugin: removed when empty
+	// (a non-empty one would be a leak for the uninstall step to report, not to hide).
+	for _, d := range []string{"/run/s3.csi.scality.com", "/var/cache/s3.csi.scality.com"} {
+		_ = os.Remove(d)
+	}
 	logf("done")
 	return errors.Join(errs...)
 }
