@@ -84,6 +84,11 @@ func BenchmarkScaleController(b *testing.B) {
 			fmt.Printf("%8d %12.2f %22.2f %16.2f %11d %13.1f %14.1f\n", r.pods, r.podsDone.Seconds(), (r.attached - r.podsDone).Seconds(),
 				float64(r.writes)/float64(r.pods), r.dupKeys, r.cpuSeconds, r.peakRSS)
 		}
+		for _, r := range rows {
+			if r.queueNote != "" {
+				fmt.Printf("  %d pods: %s\n", r.pods, r.queueNote)
+			}
+		}
 		fmt.Println()
 	}
 }
@@ -96,6 +101,7 @@ type controllerRun struct {
 	dupKeys, writes     int
 	byResource          string
 	peakRSS, cpuSeconds float64
+	queueNote           string
 }
 
 func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
@@ -164,11 +170,43 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 		}
 	}()
 
-	select {
-	case at := <-allAttached:
-		r.attached = at.Sub(start)
-	case <-time.After(10 * time.Minute):
-		b.Fatalf("not every one of the %d workloads was attached after 10 minutes", pods)
+	// Where the time after the last pod goes: the controller's work queue (depth, and adds still
+	// coming in: workload events the controller's watch delivers late) from the last pod on.
+	queue := func() (depth, adds float64) {
+		text, err := harness.Scrape(ctrl.MetricsURL)
+		if err != nil {
+			return -1, -1
+		}
+		depth, _ = harness.MetricSum(text, "workqueue_depth", `name="mountpoint-s3-pod-attachments"`)
+		adds, _ = harness.MetricSum(text, "workqueue_adds_total", `name="mountpoint-s3-pod-attachments"`)
+		return depth, adds
+	}
+	sample := os.Getenv("BENCH_CONTROLLER_QUEUE") != "" // scraping every 100 ms raises the controller's RSS
+	if !sample {
+		queue = func() (float64, float64) { return 0, 0 }
+	}
+	depth0, adds0 := queue()
+	var lastAdd time.Duration
+	prevAdds := adds0
+	deadline := time.After(10 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case at := <-allAttached:
+			r.attached = at.Sub(start)
+			done = true
+		case <-tick.C:
+			if _, adds := queue(); adds > prevAdds {
+				prevAdds, lastAdd = adds, time.Since(start)-r.podsDone
+			}
+		case <-deadline:
+			b.Fatalf("not every one of the %d workloads was attached after 10 minutes", pods)
+		}
+	}
+	_, adds1 := queue()
+	if sample {
+		r.queueNote = fmt.Sprintf("at the last pod the queue held %.0f keys; %.0f adds came after it, the last seen %.2f s after it", depth0, adds1-adds0, lastAdd.Seconds())
 	}
 	time.Sleep(2 * time.Second) // let trailing writes land before counting them
 	_, r.attachments, r.dupKeys = countAttached(b, c)
