@@ -13,6 +13,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"k8s.io/klog/v2"
 
+	"github.com/s3csi/s3-csi-driver/pkg/confined"
 	"github.com/s3csi/s3-csi-driver/pkg/sysuser"
 )
 
@@ -123,9 +124,21 @@ func (m *Mounter) ensureUser(ctx context.Context) (*runAs, error) {
 	if result != "done" {
 		return nil, fmt.Errorf("unit %s: %s: %s", userUnitName, result, orNoOutput(output))
 	}
-	ids, err := sysuser.ReadIDs(idsFile)
+	state, err := confined.Open(m.cfg.StateDir)
 	if err != nil {
 		return nil, err
+	}
+	defer state.Close()
+	b, truncated, err := state.ReadFile(idsFileName, sysuser.MaxIDsFile)
+	if err != nil {
+		return nil, err
+	}
+	if truncated {
+		return nil, fmt.Errorf("%s is longer than %d bytes", idsFile, sysuser.MaxIDsFile)
+	}
+	ids, err := sysuser.ParseIDs(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", idsFile, err)
 	}
 	return &runAs{Name: m.cfg.MountS3User, UID: ids.UID, GID: ids.GID}, nil
 }

@@ -1,14 +1,13 @@
 // Package sysuser names and records the system user that systemd-mode mount-s3 runs as: the
 // node plugin passes the name to scality-fuse-helper, which makes sure the user exists on the
-// host and writes its ids to a file the node plugin reads (ids files are small, written by root
-// into a directory only root can write).
+// host and writes its ids to a file the node plugin reads (at most MaxIDsFile bytes, without
+// following a link: package confined).
 package sysuser
 
 import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -36,8 +35,8 @@ type IDs struct {
 	UID, GID int
 }
 
-// maxIDsFile bounds what ReadIDs reads.
-const maxIDsFile = 64
+// MaxIDsFile bounds what a reader of an ids file reads.
+const MaxIDsFile = 64
 
 // WriteIDs writes ids to path atomically (a temporary file renamed into place), mode 0644.
 func WriteIDs(path string, ids IDs) error {
@@ -52,30 +51,17 @@ func WriteIDs(path string, ids IDs) error {
 	return nil
 }
 
-// ReadIDs reads a file written by WriteIDs, without following a link at path and reading at
-// most maxIDsFile bytes. Root's ids (0) are refused: the point of the user is not to be root.
-func ReadIDs(path string) (IDs, error) {
-	f, err := openNoFollow(filepath.Clean(path))
-	if err != nil {
-		return IDs{}, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return IDs{}, fmt.Errorf("%s is not a regular file", path)
-	}
-	buf := make([]byte, maxIDsFile+1)
-	n, _ := f.Read(buf)
-	if n > maxIDsFile {
-		return IDs{}, fmt.Errorf("%s is longer than %d bytes", path, maxIDsFile)
-	}
-	fields := strings.Fields(string(buf[:n]))
+// ParseIDs parses what WriteIDs wrote. Root's ids (0) are refused: the point of the user is not
+// to be root.
+func ParseIDs(b []byte) (IDs, error) {
+	fields := strings.Fields(string(b))
 	if len(fields) != 2 {
-		return IDs{}, fmt.Errorf("%s: want \"<uid> <gid>\", got %q", path, string(buf[:n]))
+		return IDs{}, fmt.Errorf("want \"<uid> <gid>\", got %q", b)
 	}
 	uid, err1 := strconv.Atoi(fields[0])
 	gid, err2 := strconv.Atoi(fields[1])
 	if err1 != nil || err2 != nil || uid <= 0 || gid <= 0 || uid > 1<<31-2 || gid > 1<<31-2 {
-		return IDs{}, fmt.Errorf("%s: want two positive ids, got %q", path, string(buf[:n]))
+		return IDs{}, fmt.Errorf("want two positive ids, got %q", b)
 	}
 	return IDs{UID: uid, GID: gid}, nil
 }

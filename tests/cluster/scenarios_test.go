@@ -740,16 +740,6 @@ while true; do i=$((i+1)); if printf 'w%d\n' $i > /data/w-$i 2>/dev/null; then e
 // not created it.
 func mountS3UID(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(rig.EtcDir, "passwd"))
-	harness.Must(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Split(line, ":"); len(f) > 3 && f[0] == "s3csi-mount" {
-			uid, err := strconv.Atoi(f[2])
-			if err == nil && uid > 0 {
-				return uid
-			}
-		}
-	}
-	t.Fatalf("no user s3csi-mount in the node's /etc/passwd")
-	return 0
+	uid, _ := harness.PasswdIDs(t, rig.EtcDir, "s3csi-mount")
+	return uid
 }

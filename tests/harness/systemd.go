@@ -315,9 +315,16 @@ func RequireRoot(t TB) {
 // the user is not there.
 func (s *Systemd) UserIDs(t TB, name string) (int, int) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.EtcDir, "passwd"))
+	return PasswdIDs(t, s.EtcDir, name)
+}
+
+// PasswdIDs returns the uid and gid of name in etcDir/passwd, failing the test when the user is
+// not there.
+func PasswdIDs(t TB, etcDir, name string) (int, int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(etcDir, "passwd"))
 	if err != nil {
-		t.Fatalf("the manager's passwd: %v", err)
+		t.Fatalf("passwd: %v", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Split(line, ":")
@@ -330,6 +337,6 @@ func (s *Systemd) UserIDs(t TB, name string) (int, int) {
 			return uid, gid
 		}
 	}
-	t.Fatalf("user %s is not in the manager's /etc/passwd", name)
+	t.Fatalf("user %s is not in %s/passwd", name, etcDir)
 	return 0, 0
 }
