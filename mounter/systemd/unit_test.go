@@ -135,6 +135,9 @@ type fakeConn struct {
 	hang bool
 	// activeState is the listed unit's ActiveState; result its Service Result property.
 	activeState, result string
+	// onStart runs when a transient unit is started, before its job ends (what the unit would
+	// have done).
+	onStart func(name string)
 }
 
 func (f *fakeConn) record(call string) bool {
@@ -157,6 +160,9 @@ func (f *fakeConn) job(ch chan<- string) {
 func (f *fakeConn) StartTransientUnitContext(_ context.Context, name, _ string, _ []sd.Property, ch chan<- string) (int, error) {
 	if !f.record("start " + name) {
 		return 0, dbus.ErrClosed
+	}
+	if f.onStart != nil {
+		f.onStart(name)
 	}
 	f.job(ch)
 	return 1, nil
