@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
-	"github.com/s3csi/s3-csi-driver/pkg/confined"
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
 	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 )
@@ -81,20 +80,7 @@ func (m *Mounter) writeCABundle(dir string, pem []byte, u *runAs) (string, error
 	if err := m.makeCredParent(cd); err != nil {
 		return "", err
 	}
-	parent, err := confined.Open(filepath.Dir(cd))
-	if err != nil {
-		return "", err
-	}
-	defer parent.Close()
-	sub, err := parent.Sub(filepath.Base(cd), 0o750, u.GID)
-	if err != nil {
-		return "", err
-	}
-	defer sub.Close()
-	if err := sub.WriteFile(mounter.CABundleFile, pem, 0o640, u.GID); err != nil {
-		return "", err
-	}
-	return filepath.Join(cd, mounter.CABundleFile), nil
+	return credentials.WriteFile(cd, mounter.CABundleFile, pem, u.GID)
 }
 
 // ownedPaths renders req's mount-s3 options for the mount whose state directory is dir, its

@@ -187,3 +187,52 @@ func TestWriteProfileForGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteFile: a file written beside the profile gets the same modes and group, root only
+// without a group, and a link at the directory's name is not followed.
+func TestWriteFile(t *testing.T) {
+	base := t.TempDir()
+	for _, tc := range []struct {
+		gid              int
+		dirMode, pemMode os.FileMode
+		wantGID          uint32
+	}{
+		{gid: 1000, dirMode: 0o750, pemMode: 0o640, wantGID: 1000},
+		{gid: -1, dirMode: 0o700, pemMode: 0o600, wantGID: 0},
+	} {
+		dir := filepath.Join(base, fmt.Sprint("m", tc.gid))
+		p, err := WriteFile(dir, "ca.pem", []byte("pem"), tc.gid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != filepath.Join(dir, "ca.pem") {
+			t.Errorf("path = %s", p)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != "pem" {
+			t.Errorf("content = %q, %v", b, err)
+		}
+		for path, want := range map[string]os.FileMode{dir: tc.dirMode | os.ModeDir, p: tc.pemMode} {
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode() != want {
+				t.Errorf("gid %d: %s mode = %v, want %v", tc.gid, path, st.Mode(), want)
+			}
+			if os.Geteuid() == 0 && st.Sys().(*syscall.Stat_t).Gid != tc.wantGID {
+				t.Errorf("gid %d: %s gid = %d", tc.gid, path, st.Sys().(*syscall.Stat_t).Gid)
+			}
+		}
+	}
+	elsewhere := t.TempDir()
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(elsewhere, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteFile(link, "ca.pem", []byte("pem"), 1000); err == nil {
+		t.Error("WriteFile followed a link at the directory's name")
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "ca.pem")); !os.IsNotExist(err) {
+		t.Errorf("a file was written through the link: %v", err)
+	}
+}

@@ -55,13 +55,9 @@ func WriteProfileIn(parent *confined.Dir, sub, envDir string, c Credentials, gid
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
-	if gid >= 0 {
-		dirMode, fileMode = 0o750, 0o640
-	}
-	dir, err := parent.Sub(sub, dirMode, gid)
+	dir, fileMode, err := openSub(parent, sub, gid)
 	if err != nil {
-		return nil, fmt.Errorf("create credentials directory: %w", err)
+		return nil, err
 	}
 	defer dir.Close()
 	config := fmt.Sprintf("[profile %s]\n", ProfileName)
@@ -78,6 +74,41 @@ func WriteProfileIn(parent *confined.Dir, sub, envDir string, c Credentials, gid
 		return nil, err
 	}
 	return ProfileEnv(envDir), nil
+}
+
+// WriteFile writes data as name into the credentials directory dir (created when missing;
+// its parent must exist), the way WriteProfile writes the profile files: root only (0700,
+// 0600) when gid < 0, else shared with group gid (0750, 0640); no link is followed, the file is
+// replaced by a rename. It returns the file's path.
+func WriteFile(dir, name string, data []byte, gid int) (string, error) {
+	parent, err := confined.Open(filepath.Dir(dir))
+	if err != nil {
+		return "", fmt.Errorf("open the credentials directory's parent: %w", err)
+	}
+	defer parent.Close()
+	sub, fileMode, err := openSub(parent, filepath.Base(dir), gid)
+	if err != nil {
+		return "", err
+	}
+	defer sub.Close()
+	if err := sub.WriteFile(name, data, fileMode, gid); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, name), nil
+}
+
+// openSub opens (creating it when missing) the credentials directory sub of parent with the
+// modes for a reader of group gid (root only when gid < 0) and returns the mode for its files.
+func openSub(parent *confined.Dir, sub string, gid int) (*confined.Dir, os.FileMode, error) {
+	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
+	if gid >= 0 {
+		dirMode, fileMode = 0o750, 0o640
+	}
+	dir, err := parent.Sub(sub, dirMode, gid)
+	if err != nil {
+		return nil, 0, fmt.Errorf("create credentials directory: %w", err)
+	}
+	return dir, fileMode, nil
 }
 
 // ProfileEnv returns the environment that selects the profile files in envDir.
