@@ -17,6 +17,9 @@ import (
 var (
 	sysusersPaths = []string{"/usr/bin/systemd-sysusers", "/bin/systemd-sysusers", "/usr/sbin/systemd-sysusers"}
 	useraddPaths  = []string{"/usr/sbin/useradd", "/sbin/useradd", "/usr/bin/useradd"}
+	// noLoginShells are the shells a user made with useradd may get, the first on the host:
+	// distributions without the /usr merge have nologin in /sbin only, minimal ones none.
+	noLoginShells = []string{"/usr/sbin/nologin", "/sbin/nologin", "/usr/bin/false", "/bin/false"}
 )
 
 // ensureUser is "scality-fuse-helper ensure-user --ids-file <file> <name>": it makes sure the
@@ -73,8 +76,11 @@ func create(name string) error {
 		return runTool(exec.Command(p, "--inline", line)) //nolint:gosec // G204: a fixed tool, a validated name
 	}
 	if p := firstExisting(useraddPaths); p != "" {
-		return runTool(exec.Command(p, "--system", "--user-group", "--no-create-home", "--home-dir", "/", //nolint:gosec // G204: as above
-			"--shell", "/usr/sbin/nologin", "--comment", sysuser.Description, name))
+		args := []string{"--system", "--user-group", "--no-create-home", "--home-dir", "/", "--comment", sysuser.Description}
+		if sh := firstExisting(noLoginShells); sh != "" {
+			args = append(args, "--shell", sh) // else useradd's default; the account has no password either way
+		}
+		return runTool(exec.Command(p, append(args, name)...)) //nolint:gosec // G204: a fixed tool, a validated name
 	}
 	return fmt.Errorf("user %s does not exist, and neither systemd-sysusers nor useradd is on the host to create it: create it (a system user with a group of the same name) or set --mount-s3-user= (Helm node.mountS3User: \"\") to run mount-s3 as root", name)
 }

@@ -56,7 +56,9 @@ type userState struct {
 
 // mountUser returns the identity new mount units run mount-s3 as, or nil for root: no user
 // configured, no descriptor hand-over (mount-s3 then mounts FUSE itself, which needs root), or
-// the user could not be made sure of (logged; tried again after userRetry).
+// the user could not be made sure of (logged; tried again after userRetry). Publishes that
+// come while ensure-user runs wait for its outcome instead of starting as root: a mount keeps
+// the identity it started with for life.
 func (m *Mounter) mountUser(ctx context.Context) *runAs {
 	if m.cfg.MountS3User == "" || m.cfg.CredentialsDir == "" || m.cfg.CacheDir == "" || !m.useHandover(ctx) {
 		return nil

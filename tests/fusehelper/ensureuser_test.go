@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,9 +14,15 @@ import (
 
 // ensureUser runs scality-fuse-helper ensure-user in a mount namespace of its own whose /etc is
 // etc (a copy of this machine's), so that the user it may create never reaches the machine.
-func ensureUser(t *testing.T, etc, idsFile, name string) (string, error) {
+// With hide, the directories it names are covered with an empty tmpfs first (a host without
+// the tools in them).
+func ensureUser(t *testing.T, etc, idsFile, name string, hide ...string) (string, error) {
 	t.Helper()
-	script := fmt.Sprintf("mount --bind %s /etc && exec %s ensure-user --ids-file %s %s", etc, harness.Bin(t, "scality-fuse-helper"), idsFile, name)
+	script := fmt.Sprintf("mount --bind %s /etc", etc)
+	for _, d := range hide {
+		script += " && mount -t tmpfs none " + d
+	}
+	script += fmt.Sprintf(" && exec %s ensure-user --ids-file %s %s", harness.Bin(t, "scality-fuse-helper"), idsFile, name)
 	out, err := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
@@ -79,5 +86,51 @@ func TestEnsureUser(t *testing.T) {
 	}
 	if passwd3, _ := os.ReadFile(filepath.Join(etc, "passwd")); string(passwd3) != string(passwd) {
 		t.Errorf("a refused name changed passwd")
+	}
+}
+
+// TestEnsureUserWithUseradd: on a host without systemd-sysusers (here hidden with all of
+// /usr/bin, which also hides /usr/bin/false) the helper creates the user with useradd: a
+// system user with a group of its own, no home, and the first no-login shell the host has.
+func TestEnsureUserWithUseradd(t *testing.T) {
+	harness.RequireRoot(t)
+	for _, tool := range []string{"/usr/sbin/useradd", "/usr/sbin/nologin"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Fatalf("this test needs %s on the machine: %v", tool, err)
+		}
+	}
+	etc := filepath.Join(t.TempDir(), "etc")
+	harness.Must(t, exec.Command("cp", "-a", "/etc", etc).Run())
+	ids := filepath.Join(t.TempDir(), "ids")
+	const name = "s3csi-test-useradd"
+	if out, err := ensureUser(t, etc, ids, name, "/usr/bin"); err != nil {
+		t.Fatalf("ensure-user: %v: %s", err, out)
+	}
+	passwd, err := os.ReadFile(filepath.Join(etc, "passwd"))
+	harness.Must(t, err)
+	var f []string
+	for _, l := range strings.Split(string(passwd), "\n") {
+		if strings.HasPrefix(l, name+":") {
+			f = strings.Split(l, ":")
+		}
+	}
+	if len(f) != 7 || f[2] == "0" || f[3] == "0" || f[4] != "S3 CSI driver mount-s3" || f[5] != "/" || f[6] != "/usr/sbin/nologin" {
+		t.Fatalf("passwd entry %q, want a system user, home /, shell /usr/sbin/nologin", strings.Join(f, ":"))
+	}
+	if uid, err := strconv.Atoi(f[2]); err != nil || uid >= 1000 {
+		t.Errorf("uid %s, want a system uid (below 1000)", f[2])
+	}
+	group, err := os.ReadFile(filepath.Join(etc, "group"))
+	harness.Must(t, err)
+	if !strings.Contains(string(group), "\n"+name+":x:"+f[3]+":") {
+		t.Errorf("no group %s with gid %s", name, f[3])
+	}
+	if mine, _ := os.ReadFile("/etc/passwd"); strings.Contains(string(mine), name+":") {
+		t.Fatalf("the user reached this machine's /etc/passwd")
+	}
+	b, err := os.ReadFile(ids)
+	harness.Must(t, err)
+	if got, want := string(b), f[2]+" "+f[3]+"\n"; got != want {
+		t.Errorf("ids file %q, want %q", got, want)
 	}
 }
