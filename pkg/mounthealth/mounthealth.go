@@ -139,7 +139,8 @@ func ProbeKey(r Result) string {
 }
 
 // Probe asks the daemon behind the mount-s3 mount at path to answer, as Check does, and
-// returns nil when it did, else why the mount counts as dead.
+// returns nil when it did, else why the mount counts as dead: ErrNotFUSE when no FUSE mount is
+// at path any more (look it up again), ErrNoAnswer, or the error of a dead connection.
 func (c *Checker) Probe(ctx context.Context, path string) error { return c.probe(ctx, path) }
 
 // result classifies the mounts stacked at path (bottom to top) and probes the top one.
@@ -211,7 +212,7 @@ func (c *Checker) probe(ctx context.Context, path string) error {
 		c.pending[path] = call
 		statfs := c.Statfs
 		if statfs == nil {
-			statfs = func(p string) error { var st syscall.Statfs_t; return syscall.Statfs(p, &st) }
+			statfs = statfsFUSE
 		}
 		go func() {
 			err := statfs(path)
@@ -227,7 +228,7 @@ func (c *Checker) probe(ctx context.Context, path string) error {
 	defer timer.Stop()
 	select {
 	case <-call.done:
-		if isDead(call.err) {
+		if isDead(call.err) || errors.Is(call.err, ErrNotFUSE) {
 			return call.err
 		}
 		return nil // an answer, even an error such as ENOSYS, means a daemon serves the mount
@@ -236,6 +237,28 @@ func (c *Checker) probe(ctx context.Context, path string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w before the request's deadline: %v", ErrNoAnswer, ctx.Err())
 	}
+}
+
+// ErrNotFUSE is the cause when a probe reached a filesystem other than FUSE at the path: the
+// mount the table showed there is gone (unmounted since the table was read), and the statfs
+// was answered by what lies under it.
+var ErrNotFUSE = errors.New("no FUSE filesystem at the path any more")
+
+// fuseSuperMagic is FUSE's filesystem type in statfs(2) (linux/magic.h), for every FUSE mount
+// and bind of one.
+const fuseSuperMagic = 0x65735546
+
+// statfsFUSE is the probe: a statfs that reaches the daemon, and ErrNotFUSE when the answer
+// came from another filesystem.
+func statfsFUSE(path string) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return err
+	}
+	if uint64(st.Type) != fuseSuperMagic { //nolint:gosec // G115: a magic number, compared bit for bit
+		return fmt.Errorf("%w (filesystem type %#x)", ErrNotFUSE, uint64(st.Type)) //nolint:gosec // as above
+	}
+	return nil
 }
 
 // isDead reports whether a probe error means no daemon serves the mount.

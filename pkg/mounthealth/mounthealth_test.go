@@ -188,3 +188,14 @@ func TestConcurrentChecksShareOneProbe(t *testing.T) {
 		t.Errorf("%d probes for two checks at the same time, want 1", n)
 	}
 }
+
+// TestProbeAnsweredByAnotherFilesystem: the real probe, at a path that holds no FUSE mount (the
+// mount the table showed was unmounted since), says so instead of counting the answer of the
+// filesystem under it as the daemon's.
+func TestProbeAnsweredByAnotherFilesystem(t *testing.T) {
+	c := &Checker{}
+	err := c.Probe(context.Background(), t.TempDir())
+	if !errors.Is(err, ErrNotFUSE) {
+		t.Fatalf("Probe of a plain directory = %v, want ErrNotFUSE", err)
+	}
+}

@@ -93,6 +93,61 @@ type Monitor struct {
 	targets  map[string]*targetState
 	probedAt map[string]time.Time // last probe by mounthealth.ProbeKey
 	pending  sweepKind            // what the trigger asks for
+	table    tableCache           // the last read of the mount table, for periodic sweeps
+}
+
+// tableCache is the mount table as a sweep last read it. A periodic sweep uses it again instead
+// of reading the table while it is younger than its read took divided by readShare and nothing
+// the node plugin did may have changed the table since (stale): on a node with a thousand
+// mounts a read of /proc/self/mountinfo takes the kernel milliseconds (about 8 ms for 3,000
+// lines on a 2-core machine) and was most of an idle node plugin's CPU. A mount that someone
+// else unmounts is then seen by the first probe of its target (mounthealth.ErrNotFUSE) or the
+// next read, within seconds (8 s at 3,000 lines); a daemon's exit is signalled anyway (Trigger).
+type tableCache struct {
+	snap      mounthealth.Snapshot
+	at        time.Time     // when it was read
+	cost      time.Duration // how long the read took
+	stale     bool          // a publish, unpublish or repair happened since
+	readShare float64       // the share of one core periodic reads may take (tableReadShare)
+}
+
+// tableReadShare bounds the CPU of the periodic sweeps' table reads to 0.1 % of a core: a table
+// that reads in 2 ms or less is read at every sweep (every 2 s), a slower one less often.
+const tableReadShare = 0.001
+
+// tableChanged tells the monitor that the mount table may have changed (a publish, an unpublish,
+// a repair): the next sweep reads it.
+func (m *Monitor) tableChanged() {
+	m.mu.Lock()
+	m.table.stale = true
+	m.mu.Unlock()
+}
+
+// snapshot returns the mount table for a sweep of kind: a fresh read, except for a periodic
+// sweep (probeDue) while the last read is still good (see tableCache).
+func (m *Monitor) snapshot(kind sweepKind) (mounthealth.Snapshot, error) {
+	m.mu.Lock()
+	c := &m.table
+	if kind == probeDue && c.snap != nil && !c.stale {
+		maxAge := time.Duration(float64(c.cost) / c.readShare)
+		if maxAge > m.cfg.Interval && time.Since(c.at) < maxAge {
+			snap := c.snap
+			m.mu.Unlock()
+			return snap, nil
+		}
+	}
+	c.stale = false // a change from now on is not in this read
+	m.mu.Unlock()
+	start := time.Now()
+	snap, err := m.cfg.Health.Snapshot()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		c.snap = nil
+		return nil, err
+	}
+	c.snap, c.at, c.cost = snap, start, time.Since(start)
+	return snap, nil
 }
 
 // targetState is what the monitor remembers about one target between rounds.
@@ -115,7 +170,7 @@ func New(cfg Config) *Monitor {
 		cfg.ProbesPerCheck = DefaultProbesPerCheck
 	}
 	return &Monitor{cfg: cfg, modes: map[mountmode.Mode]mounter.Repairer{}, trigger: make(chan struct{}, 1), metrics: newMetrics(),
-		targets: map[string]*targetState{}, probedAt: map[string]time.Time{}}
+		targets: map[string]*targetState{}, probedAt: map[string]time.Time{}, table: tableCache{readShare: tableReadShare}}
 }
 
 // Targets lists the targets the watched modes have published (from their records), so the
@@ -213,8 +268,9 @@ func (m *Monitor) sweep(ctx context.Context, kind sweepKind) {
 	}
 	sort.Slice(modes, func(i, j int) bool { return modes[i] < modes[j] })
 	// One read of the mount table for the whole sweep (checking each target against a fresh
-	// read made a sweep O(targets × mounts)); nil when it cannot be read: each check reads it.
-	snap, err := m.cfg.Health.Snapshot()
+	// read made a sweep O(targets × mounts)), or a periodic sweep's reuse of the last one; nil
+	// when it cannot be read: each check reads it.
+	snap, err := m.snapshot(kind)
 	if err != nil {
 		klog.ErrorS(err, "Sweep: reading the mount table")
 	}
@@ -389,7 +445,9 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 		// kubelet tore the volume down without an unpublish reaching this mode (its mount died
 		// with the node, say): kubelet will not call again; drop the mode's state here.
 		if u, ok := m.modes[mode].(unmounter); ok {
-			if err := u.Unmount(ctx, t.Path); err != nil {
+			err := u.Unmount(ctx, t.Path)
+			m.tableChanged()
+			if err != nil {
 				klog.ErrorS(err, "Dropping the state of a target kubelet removed", "target", t.Path, "volumeID", t.VolumeID, "mode", mode)
 				return "dead"
 			}
@@ -407,6 +465,7 @@ func (m *Monitor) check(ctx context.Context, mode mountmode.Mode, t mounter.Targ
 	}
 	start := time.Now()
 	repaired, err := m.modes[mode].Repair(ctx, t.Path)
+	m.tableChanged()
 	if err != nil || repaired {
 		m.metrics.repaired(mode, err == nil, time.Since(start))
 	}
@@ -467,7 +526,8 @@ func (m *Monitor) sharersDead(mode mountmode.Mode, t mounter.Target, all []mount
 // A first publish (no mode has a record of t) costs a look at the records; a republish of a
 // live mount one check (mounthealth, within its deadline).
 func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context.Context, error) {
-	nothing := func(context.Context, error) {}
+	m.tableChanged()
+	nothing := func(context.Context, error) { m.tableChanged() }
 	mode, ok := m.recordedBy(t.Path)
 	if !ok {
 		return nothing
@@ -484,6 +544,7 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 		m.sharersDead(mode, t, m.modes[mode].Targets(), now, cause)
 	}
 	return func(ctx context.Context, err error) {
+		m.tableChanged()
 		m.metrics.repaired(mode, err == nil, time.Since(now))
 		if err != nil {
 			return
@@ -508,7 +569,7 @@ func (m *Monitor) Publishing(ctx context.Context, t mounter.Target) func(context
 // that (before 5.12), the targets of a Mountpoint Pod are peers, and the unpublish of a target
 // that was repaired takes the repair away from the others (the unmount propagates): they must
 // be bound again before a workload notices, not at the next periodic round.
-func (m *Monitor) Unpublished(string) { m.wake(tableOnly) }
+func (m *Monitor) Unpublished(string) { m.tableChanged(); m.wake(tableOnly) }
 
 // recordedBy returns the watched mode that has a record of target.
 func (m *Monitor) recordedBy(target string) (mountmode.Mode, bool) {

@@ -597,3 +597,80 @@ func TestOOMKillIsReported(t *testing.T) {
 		})
 	}
 }
+
+// TestPeriodicSweepsReuseACostlyTable: while the mount table is costly to read (here: any
+// cost, the share set to almost nothing), a periodic sweep uses the last read again, so a
+// target unmounted behind the monitor's back still shows as mounted there; a probe that reaches
+// another filesystem at the target (mounthealth.ErrNotFUSE) makes it looked up again and found
+// gone at once; and after a publish (or an unpublish, a repair) the next periodic sweep reads
+// the table. With the default share, a small table is read at every sweep.
+func TestPeriodicSweepsReuseACostlyTable(t *testing.T) {
+	info := filepath.Join(t.TempDir(), "mountinfo")
+	const mounted = "1 0 8:1 / / rw - ext4 /dev/vda rw\n10 1 0:40 / /k/pods/a/mount rw - fuse mountpoint-s3 rw\n"
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(info, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var probeErr error
+	health := &mounthealth.Checker{Table: mounttable.Table{Path: info}, Statfs: func(string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return probeErr
+	}}
+	setProbe := func(err error) { mu.Lock(); probeErr = err; mu.Unlock() }
+	target := mounter.Target{Path: "/k/pods/a/mount", VolumeID: "v", WorkloadPodName: "w", WorkloadNamespace: "ns"}
+	ctx := context.Background()
+	start := func(share float64) (*Monitor, *fakeRecorder) {
+		write(mounted)
+		setProbe(nil)
+		m := New(Config{Health: health, Locks: &inflight.Set{}, Interval: time.Second})
+		m.table.readShare = share
+		m.Watch(mountmode.Systemd, &fakeMode{targets: []mounter.Target{target}, repairOK: false})
+		rec := &fakeRecorder{}
+		m.SetRecorder(rec)
+		m.Sweep(ctx)
+		if got := rec.of(target.Path); got != "" {
+			t.Fatalf("events %s for a live mount", got)
+		}
+		write("1 0 8:1 / / rw - ext4 /dev/vda rw\n") // unmounted behind the monitor's back
+		return m, rec
+	}
+
+	// Reused: the unmount is not seen while the daemon answers the probes.
+	m, rec := start(1e-12)
+	m.sweep(ctx, probeDue)
+	if got := rec.of(target.Path); got != "" {
+		t.Fatalf("a periodic sweep read the table again (events %s), want the last read used again", got)
+	}
+	// The probe reaches the filesystem under the target: looked up again, gone.
+	setProbe(fmt.Errorf("%w (filesystem type 0xef53)", mounthealth.ErrNotFUSE))
+	m.sweep(ctx, probeDue)
+	if got := rec.of(target.Path); !strings.HasPrefix(got, "MountDead") {
+		t.Fatalf("events %q after a probe found no FUSE mount, want MountDead", got)
+	}
+
+	// A publish elsewhere: the next periodic sweep reads the table.
+	m, rec = start(1e-12)
+	m.Publishing(ctx, mounter.Target{Path: "/k/pods/b/mount"})(ctx, nil)
+	m.sweep(ctx, probeDue)
+	if got := rec.of(target.Path); !strings.HasPrefix(got, "MountDead") {
+		t.Fatalf("events %q after a publish, want MountDead (the table read again)", got)
+	}
+	// An unpublish, the same.
+	m, rec = start(1e-12)
+	m.Unpublished("/k/pods/b/mount")
+	m.sweep(ctx, probeDue)
+	if got := rec.of(target.Path); !strings.HasPrefix(got, "MountDead") {
+		t.Fatalf("events %q after an unpublish, want MountDead (the table read again)", got)
+	}
+
+	// The default share: a two-line table reads in microseconds, it is read at every sweep.
+	m, rec = start(tableReadShare)
+	m.sweep(ctx, probeDue)
+	if got := rec.of(target.Path); !strings.HasPrefix(got, "MountDead") {
+		t.Fatalf("events %q with the default share, want MountDead (a cheap table is read at every sweep)", got)
+	}
+}
