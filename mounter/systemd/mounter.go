@@ -33,7 +33,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -104,6 +103,7 @@ type Mounter struct {
 	endings  endings // how failed mount units ended, read when they are reset
 	handover handoverState
 	user     userState
+	units    unitWatch // which unit signals mean a mount-s3 stopped on its own
 }
 
 var _ mounter.Mounter = (*Mounter)(nil)
@@ -511,6 +511,8 @@ func (m *Mounter) stopUnit(ctx context.Context, name string) error {
 		}
 		ch := make(chan string, 1)
 		start := time.Now()
+		m.units.stopBegins(name)
+		defer m.units.stopEnds(name)
 		if _, err := c.StopUnitContext(ctx, name, "replace", ch); err != nil {
 			if isNoSuchUnit(err) {
 				return nil
@@ -561,6 +563,10 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 			return err
 		}
 	}
+	// mount-s3 exits once its mounts are gone, before its unit is stopped: that is this stop's
+	// doing too, not a death to look at.
+	m.units.stopBegins(unit)
+	defer m.units.stopEnds(unit)
 	if err := m.umountAll(ctx, target, dir, r); err != nil {
 		return err
 	}
@@ -781,20 +787,22 @@ func (m *Mounter) Recorded(target string) bool {
 
 var _ mounter.Repairer = (*Mounter)(nil)
 
-// WatchUnits makes changed run whenever a mount unit of this driver leaves its running state
-// (mount-s3 exited, was killed or stopped) and whenever a new connection to systemd is made
-// (systemd came back: its units may be gone), so a caller can check the mounts at once instead
-// of at its next sweep. It reads the SubState carried by systemd's PropertiesChanged signals of
-// the Unit interface, which systemd sends on its private socket for every unit: no call per
-// signal (go-systemd's SubState subscriber reads every property of the unit back for each
-// signal of any unit, a round trip per signal that grows with the node's unit churn).
-// Call before the first use of the Mounter.
+// WatchUnits makes changed run whenever a mount unit of this driver that was running stops
+// running other than by the mounter's own stop (mount-s3 exited or was killed; see unitWatch)
+// and whenever a new connection to systemd is made (systemd came back: its units may be gone),
+// so a caller can check the mounts at once instead of at its next sweep. It reads the SubState
+// carried by systemd's PropertiesChanged signals of the Unit interface, which systemd sends on
+// its private socket for every unit: no call per signal (go-systemd's SubState subscriber
+// reads every property of the unit back for each signal of any unit, a round trip per signal
+// that grows with the node's unit churn), one listing of the running mount units per
+// connection. Call before the first use of the Mounter.
 func (m *Mounter) WatchUnits(changed func()) {
 	m.bus.onConnect = func(c dbusConn, gone <-chan struct{}) {
 		updates := make(chan *sd.PropertiesUpdate, 256)
 		errs := make(chan error, 16)
 		c.SetPropertiesSubscriber(updates, errs)
 		go func() {
+			running := seed(c)
 			for {
 				select {
 				case <-gone:
@@ -803,7 +811,7 @@ func (m *Mounter) WatchUnits(changed func()) {
 					// A full channel: the monitor's periodic sweep covers what was missed.
 					klog.V(4).InfoS("systemd unit state subscription", "err", err)
 				case u := <-updates:
-					if left(u) {
+					if m.units.left(running, u) {
 						changed()
 					}
 				}
@@ -811,17 +819,4 @@ func (m *Mounter) WatchUnits(changed func()) {
 		}()
 		changed()
 	}
-}
-
-// left reports whether u says a mount unit of this driver is no longer running.
-func left(u *sd.PropertiesUpdate) bool {
-	if !strings.HasPrefix(u.UnitName, "mount-s3-") || strings.HasPrefix(u.UnitName, "mount-s3-umount-") {
-		return false
-	}
-	v, ok := u.Changed["SubState"]
-	if !ok {
-		return false
-	}
-	sub, ok := v.Value().(string)
-	return ok && sub != "running"
 }

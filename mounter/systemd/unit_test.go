@@ -409,26 +409,57 @@ func TestStuckSystemdDoesNotStallTheNode(t *testing.T) {
 	}
 }
 
+// TestLeftReadsTheSignal: only a mount unit seen running that stops running, not by the
+// mounter's own stop, is reported; a unit starting (start, start-post, then running), a oneshot
+// (the unmount units, the user's), another service, another property or a malformed value are
+// not.
 func TestLeftReadsTheSignal(t *testing.T) {
+	const unit = "mount-s3-0123456789abcdef.service"
 	sub := func(unit, state string) *sd.PropertiesUpdate {
 		return &sd.PropertiesUpdate{UnitName: unit, Changed: map[string]dbus.Variant{"SubState": dbus.MakeVariant(state)}}
 	}
-	for _, tc := range []struct {
-		u    *sd.PropertiesUpdate
-		want bool
-	}{
-		{sub("mount-s3-0123456789abcdef.service", "dead"), true},
-		{sub("mount-s3-0123456789abcdef.service", "failed"), true},
-		{sub("mount-s3-0123456789abcdef.service", "running"), false},
-		{sub("mount-s3-umount-0123456789abcdef.service", "dead"), false},
-		{sub("other.service", "dead"), false},
-		{&sd.PropertiesUpdate{UnitName: "mount-s3-0123456789abcdef.service", Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("inactive")}}, false},
-		{&sd.PropertiesUpdate{UnitName: "mount-s3-0123456789abcdef.service", Changed: map[string]dbus.Variant{"SubState": dbus.MakeVariant(7)}}, false},
-	} {
-		if got := left(tc.u); got != tc.want {
-			t.Errorf("left(%s %v) = %v, want %v", tc.u.UnitName, tc.u.Changed, got, tc.want)
+	var w unitWatch
+	running := map[string]bool{}
+	feed := func(u *sd.PropertiesUpdate, want bool) {
+		t.Helper()
+		if got := w.left(running, u); got != want {
+			t.Errorf("left(%s %v) = %v, want %v", u.UnitName, u.Changed, got, want)
 		}
 	}
+	// A start, then mount-s3 killed: one report, at the first state after running.
+	for _, state := range []string{"dead", "start", "start-post", "running"} {
+		feed(sub(unit, state), false)
+	}
+	feed(sub(unit, "failed"), true)
+	feed(sub(unit, "dead"), false) // no longer running: said once
+	// A start that fails never ran: the publish reports it.
+	feed(sub(unit, "start"), false)
+	feed(sub(unit, "failed"), false)
+	// Running, then exited cleanly (someone unmounted it): reported.
+	feed(sub(unit, "running"), false)
+	feed(sub(unit, "dead"), true)
+	// Running, then stopped by the mounter: not reported, during the stop or just after it.
+	feed(sub(unit, "running"), false)
+	w.stopBegins(unit)
+	feed(sub(unit, "stop-sigterm"), false)
+	w.stopEnds(unit)
+	feed(sub(unit, "running"), false)
+	feed(sub(unit, "dead"), false) // a late signal of that stop
+	// Once the grace is over, a death is a death again.
+	w.mu.Lock()
+	w.stopping[unit] = time.Now().Add(-time.Second)
+	w.mu.Unlock()
+	feed(sub(unit, "running"), false)
+	feed(sub(unit, "failed"), true)
+	// Not mount units, or not a SubState string.
+	for _, other := range []string{"mount-s3-umount-0123456789abcdef.service", userUnitName, "other.service"} {
+		feed(sub(other, "running"), false)
+		feed(sub(other, "dead"), false)
+	}
+	feed(sub(unit, "running"), false)
+	feed(&sd.PropertiesUpdate{UnitName: unit, Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("inactive")}}, false)
+	feed(&sd.PropertiesUpdate{UnitName: unit, Changed: map[string]dbus.Variant{"SubState": dbus.MakeVariant(7)}}, false)
+	feed(sub(unit, "dead"), true) // still running until a SubState said otherwise
 }
 
 // TestRecordCache: a cached record is read again once it was written again, and a removed one

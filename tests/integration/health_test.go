@@ -376,22 +376,57 @@ func TestUnpublishWithoutAnyMode(t *testing.T) {
 
 // TestDeadMountNoticedThroughSystemd: with the periodic check out of the way (an hour), a
 // killed mount-s3 is still noticed at once, through systemd's signal that its unit stopped
-// running, and repaired.
+// running, and repaired; the same for a mount the node plugin found running when it started
+// (its unit was running before the plugin's connection). A publish and an unpublish, whose
+// units start and stop, are not taken for deaths: a publish makes no sweep (each used to
+// probe every mount of the node), an unpublish one (which probes nothing).
 func TestDeadMountNoticedThroughSystemd(t *testing.T) {
-	s := newSuite(t, true, "--health-check-interval=1h")
+	addr := freeAddr(t)
+	s := newSuite(t, true, "--health-check-interval=1h", "--metrics-address="+addr)
 	s.s3.CreateBucket(t, "signal")
 	target := s.target("pod-a")
 	s.publish(rw(target, "signal"))
-	pid := s.mainPID(target)
-	killed := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	killAndWait := func(why string) {
+		t.Helper()
+		pid := s.mainPID(target)
+		killed := time.Now()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 15*time.Second, "the mount to be live again with a new mount-s3 ("+why+")", func() bool {
+			p := s.mainPID(target)
+			return p != 0 && p != pid && harness.StatfsWithin(target, time.Second) == nil
+		})
+		t.Logf("%s: repaired %v after the kill, noticed through systemd's unit signal", why, time.Since(killed).Round(time.Millisecond))
 	}
-	waitFor(t, 15*time.Second, "the mount to be live again with a new mount-s3", func() bool {
-		p := s.mainPID(target)
-		return p != 0 && p != pid && harness.StatfsWithin(target, time.Second) == nil
+	killAndWait("published by this plugin")
+
+	sweeps := func() float64 { return metric(t, addr, "s3csi_node_mount_sweep_seconds_count") }
+	time.Sleep(time.Second) // the repair's own sweeps are over
+	before := sweeps()
+	other := s.target("pod-b")
+	s.publish(rw(other, "signal"))
+	time.Sleep(time.Second) // a signal's sweep would be done by now
+	if n := sweeps() - before; n != 0 {
+		t.Errorf("a publish made %v sweeps, want none (its unit's start taken for a death)", n)
+	}
+	s.unpublish(other)
+	time.Sleep(time.Second)
+	if n := sweeps() - before; n != 1 {
+		t.Errorf("an unpublish made %v sweeps, want one (the unpublish's own; its unit's stop is not a death)", n)
+	}
+
+	// A plugin started while the unit runs learns of it from systemd, not from a signal.
+	s.drv.Restart()
+	waitFor(t, 10*time.Second, "the restarted plugin's first sweep", func() bool {
+		text, err := harness.Scrape("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		n, _ := harness.MetricSum(text, "s3csi_node_mount_sweep_seconds_count")
+		return n >= 1
 	})
-	t.Logf("repaired %v after the kill, noticed through systemd's unit signal", time.Since(killed).Round(time.Millisecond))
+	killAndWait("running before the plugin started")
 	s.unpublish(target)
 	s.assertClean(target)
 }
