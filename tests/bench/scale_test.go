@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -136,6 +137,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		n.prepare(extra)
 		jobs0 := systemdJobs(b, n.metrics)
 		traced := traceNode(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
+		perfDone := perfAll(b, fmt.Sprintf("%s-%d", mode, size))
 		if n.debug != nil {
 			n.debug(true)
 		}
@@ -155,6 +157,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 			n.debug(false)
 		}
 		traced()
+		perfDone()
 		storm := "-"
 		if n.storm != nil {
 			storm = strconv.Itoa(n.storm())
@@ -498,6 +501,30 @@ func traceNode(b *testing.B, metrics, name string) func() {
 	return func() {
 		if err := <-done; err != nil {
 			b.Fatalf("trace: %v", err)
+		}
+	}
+}
+
+// perfAll, with BENCH_SCALE_PROFILES and BENCH_SCALE_PERF set, samples every CPU of the machine
+// (kernel and user stacks, perf record -a -g) from now until the function it returns is called,
+// into $BENCH_SCALE_PROFILES/<name>.perf.data: where the publish and unpublish of one more volume
+// spend CPU outside the node plugin (systemd, the kernel's mount code). Read it with perf report
+// -i <file> --sort comm,dso,sym.
+func perfAll(b *testing.B, name string) func() {
+	dir := os.Getenv("BENCH_SCALE_PROFILES")
+	if dir == "" || os.Getenv("BENCH_SCALE_PERF") == "" {
+		return func() {}
+	}
+	cmd := exec.Command("perf", "record", "-a", "-g", "-q", "-o", filepath.Join(dir, name+".perf.data"))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("perf record (BENCH_SCALE_PERF needs perf): %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // perf has opened its events
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		if err := cmd.Wait(); err != nil {
+			b.Logf("perf record: %v", err)
 		}
 	}
 }
