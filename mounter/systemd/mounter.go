@@ -212,11 +212,11 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
 	}
-	r, err := m.health.Check(ctx, target)
+	snap, err := m.health.Snapshot()
 	if err != nil {
 		return err
 	}
-	if err := m.umountAll(ctx, target, dir, r); err != nil {
+	if err := m.umountAll(ctx, target, dir, m.health.CheckIn(ctx, target, snap), snap); err != nil {
 		return err
 	}
 	return m.removeState(dir)
@@ -262,7 +262,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
 	}
-	if err := m.umountAll(ctx, req.Target, dir, mounthealth.Result{}); err != nil {
+	if err := m.umountAll(ctx, req.Target, dir, mounthealth.Result{}, nil); err != nil {
 		return err
 	}
 	if err := m.removeState(dir); err != nil {
@@ -305,7 +305,7 @@ func (m *Mounter) start(ctx context.Context, req mounter.Request, dir, unit stri
 		return err
 	}
 	klog.V(4).InfoS("Starting mount unit", "unit", unit, "target", req.Target, "bucket", req.Bucket, "args", rec.Args)
-	return m.startRecorded(ctx, rec, dir, unit)
+	return m.startRecorded(ctx, rec, dir, unit, true) // umountAll above emptied and removed it
 }
 
 // newRecord is the record of req (its environment is completed by start, which writes the
@@ -336,13 +336,19 @@ func (m *Mounter) newRecord(req mounter.Request) record {
 //     remove their copies instead).
 //
 // A mount left at the staging directory by an earlier start (dead now, or never bound) is
-// unmounted first: only its binds matter.
-func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string) error {
+// unmounted first: only its binds matter. stagingGone says the caller has just unmounted
+// everything there and removed the directory (no need to read the mount table for it).
+func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string, stagingGone bool) error {
 	var pre [][]string
 	staging := m.stagingDir(rec.Target)
-	if mounted, err := m.mountedAt(staging); err != nil {
-		return err
-	} else if mounted > 0 {
+	mounted := 0
+	if !stagingGone {
+		var err error
+		if mounted, err = m.mountedAt(staging); err != nil {
+			return err
+		}
+	}
+	if mounted > 0 {
 		for range mounted {
 			pre = append(pre, []string{m.cfg.UmountPath, "-f", "-l", staging})
 		}
@@ -391,7 +397,7 @@ func (m *Mounter) repairStacked(ctx context.Context, rec record, dir, unit strin
 	if err := m.saveRecord(dir, rec); err != nil {
 		return err
 	}
-	return m.startRecorded(ctx, rec, dir, unit)
+	return m.startRecorded(ctx, rec, dir, unit, false)
 }
 
 // mountedAt counts the mounts at path.
@@ -550,10 +556,11 @@ var _ mounter.Leftovers = (*Mounter)(nil)
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	dir := m.stateDir(target)
 	unit := MountUnitName(target)
-	r, err := m.health.Check(ctx, target)
+	snap, err := m.health.Snapshot() // one read for the target and the staging directories
 	if err != nil {
 		return err
 	}
+	r := m.health.CheckIn(ctx, target, snap)
 	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
@@ -567,7 +574,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	// doing too, not a death to look at.
 	m.units.stopBegins(unit)
 	defer m.units.stopEnds(unit)
-	if err := m.umountAll(ctx, target, dir, r); err != nil {
+	if err := m.umountAll(ctx, target, dir, r, snap); err != nil {
 		return err
 	}
 	if err := m.stopUnit(ctx, unit); err != nil {
@@ -593,15 +600,20 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 // umountAll unmounts everything of ours for target in one oneshot unit: the mounts r.Ours at
 // the target (its Check result), top first, then mount-s3's mounts at the staging directories
 // (this release's and earlier releases'), so that mount-s3 exits; then it removes the (empty)
-// staging directory. Nothing runs when no path holds a mount of ours.
-func (m *Mounter) umountAll(ctx context.Context, target, dir string, r mounthealth.Result) error {
+// staging directory. Nothing runs when no path holds a mount of ours. The staging directories
+// are looked up in snap, the read of the mount table r came from (read here when nil): at a
+// thousand mounts each read costs the kernel milliseconds.
+func (m *Mounter) umountAll(ctx context.Context, target, dir string, r mounthealth.Result, snap mounthealth.Snapshot) error {
 	paths := []pathMounts{{target, r}}
 	n := len(r.Ours)
-	for _, p := range []string{m.stagingDir(target), oldStagingDir(dir)} {
-		s, err := m.health.Check(ctx, p)
-		if err != nil {
+	if snap == nil {
+		var err error
+		if snap, err = m.health.Snapshot(); err != nil {
 			return err
 		}
+	}
+	for _, p := range []string{m.stagingDir(target), oldStagingDir(dir)} {
+		s := m.health.CheckIn(ctx, p, snap)
 		paths = append(paths, pathMounts{p, s})
 		n += len(s.Ours)
 	}
@@ -737,7 +749,7 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 			return false, err
 		}
 	}
-	if err := m.startRecorded(ctx, rec, dir, MountUnitName(target)); err != nil {
+	if err := m.startRecorded(ctx, rec, dir, MountUnitName(target), false); err != nil {
 		return false, err
 	}
 	return true, nil
