@@ -51,6 +51,9 @@ func NewRouterWithTable(systemd, pod Mounter, why map[mountmode.Mode]string, mod
 // (live or dead) is there. It reads only the mount table: it never touches the target, so a
 // daemon that does not answer cannot block it.
 func (r *Router) Classify(target string) (mode mountmode.Mode, mounted bool, err error) {
+	if m, known := r.table.Mounted(target); known && !m {
+		return "", false, nil // no mount point: no need to read the table
+	}
 	entries, err := r.table.List()
 	if err != nil {
 		return "", false, err

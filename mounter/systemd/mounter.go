@@ -601,19 +601,22 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 // the target (its Check result), top first, then mount-s3's mounts at the staging directories
 // (this release's and earlier releases'), so that mount-s3 exits; then it removes the (empty)
 // staging directory. Nothing runs when no path holds a mount of ours. The staging directories
-// are looked up in snap, the read of the mount table r came from (read here when nil): at a
+// are looked up in snap, the read of the mount table r came from, when not nil (else each is
+// checked on its own, which reads the table only when something is mounted there): at a
 // thousand mounts each read costs the kernel milliseconds.
 func (m *Mounter) umountAll(ctx context.Context, target, dir string, r mounthealth.Result, snap mounthealth.Snapshot) error {
 	paths := []pathMounts{{target, r}}
 	n := len(r.Ours)
-	if snap == nil {
-		var err error
-		if snap, err = m.health.Snapshot(); err != nil {
-			return err
-		}
-	}
 	for _, p := range []string{m.stagingDir(target), oldStagingDir(dir)} {
-		s := m.health.CheckIn(ctx, p, snap)
+		var s mounthealth.Result
+		if snap != nil {
+			s = m.health.CheckIn(ctx, p, snap)
+		} else {
+			var err error
+			if s, err = m.health.Check(ctx, p); err != nil { // no table read when nothing is mounted there
+				return err
+			}
+		}
 		paths = append(paths, pathMounts{p, s})
 		n += len(s.Ours)
 	}

@@ -82,7 +82,12 @@ type Checker struct {
 }
 
 // Check reports what path holds. It returns an error only when the mount table cannot be read.
+// A path the kernel says is no mount point (mounttable.Table.Mounted) is Absent without a read
+// of the table.
 func (c *Checker) Check(ctx context.Context, path string) (Result, error) {
+	if mounted, known := c.Table.Mounted(path); known && !mounted {
+		return Result{State: Absent}, nil
+	}
 	entries, err := c.Table.List()
 	if err != nil {
 		return Result{}, err

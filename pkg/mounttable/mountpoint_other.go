@@ -1,0 +1,6 @@
+//go:build !linux
+
+package mounttable
+
+// Mounted cannot tell without Linux's statx: read the table.
+func (t Table) Mounted(string) (mounted, known bool) { return false, false }
