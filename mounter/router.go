@@ -49,10 +49,18 @@ func NewRouterWithTable(systemd, pod Mounter, why map[mountmode.Mode]string, mod
 
 // Classify reports which mode made the mount at target; mounted is false when no mount-s3 mount
 // (live or dead) is there. It reads only the mount table: it never touches the target, so a
-// daemon that does not answer cannot block it.
+// daemon that does not answer cannot block it. Where the kernel tells whether target is a mount
+// point (mounttable.Table.Mounted), it does not read the table when target is none, or when it
+// is one that a mode records (mounted is then true whatever is on top: the mode checks).
 func (r *Router) Classify(target string) (mode mountmode.Mode, mounted bool, err error) {
 	if m, known := r.table.Mounted(target); known && !m {
 		return "", false, nil // no mount point: no need to read the table
+	} else if known {
+		// Something is mounted there and a mode records the target: that mode decides, as
+		// below, and handles what it finds (a mount of something else included).
+		if m := r.recordedBy(target); m != "" {
+			return m, true, nil
+		}
 	}
 	entries, err := r.table.List()
 	if err != nil {

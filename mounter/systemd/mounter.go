@@ -699,8 +699,15 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, paths []pathMo
 	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(entries), orNoOutput(tail(logFile, 4096)))
 }
 
-// stillMounted counts the entries that are still in the mount table (by mount id).
+// stillMounted counts the entries that are still in the mount table (by mount id). When the
+// kernel says none of their paths is a mount point any more, none is, without reading the table.
 func (m *Mounter) stillMounted(entries []mounttable.Entry) (int, error) {
+	if !slices.ContainsFunc(entries, func(e mounttable.Entry) bool {
+		mounted, known := m.health.Table.Mounted(e.MountPoint)
+		return mounted || !known
+	}) {
+		return 0, nil
+	}
 	all, err := m.health.Table.List()
 	if err != nil {
 		return 0, err
