@@ -9,6 +9,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,10 +150,16 @@ func TestUnresponsiveMountS3(t *testing.T) {
 	s.publish(rw(stuck, "stuck"))
 	s.publish(rw(other, "stuck"))
 	pid := s.mainPID(stuck)
+	if pid <= 0 {
+		t.Fatalf("the mount unit of %s has no main PID", stuck)
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT); _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// kill(2) returns before every thread has stopped; on a loaded machine a thread may still
+	// answer a request. Unresponsive means all of them stopped.
+	waitFor(t, 5*time.Second, "every thread of mount-s3 (pid "+strconv.Itoa(pid)+") to stop", func() bool { return allStopped(pid) })
 	within := func(what string, d time.Duration, call func(ctx context.Context) error) error {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -169,7 +176,9 @@ func TestUnresponsiveMountS3(t *testing.T) {
 		return err
 	})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "did not answer") {
-		t.Errorf("stats of an unresponsive mount: %v, want FailedPrecondition: did not answer", err)
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		t.Errorf("stats of an unresponsive mount: %v, want FailedPrecondition: did not answer (pid %d %q, all threads stopped: %v)",
+			err, pid, strings.ReplaceAll(string(cmdline), "\x00", " "), allStopped(pid))
 	}
 	if err := within("stats of the other volume", 5*time.Second, func(ctx context.Context) error {
 		_, err := s.drv.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-stuck", VolumePath: other})
@@ -470,4 +479,23 @@ func TestStuckSystemd(t *testing.T) {
 	s.unpublish(live)
 	s.assertClean(blocked)
 	s.assertClean(live)
+}
+
+// allStopped reports whether every thread of pid is stopped (state T in /proc/<pid>/task/*/stat).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
