@@ -39,31 +39,14 @@ func TestEnsureUser(t *testing.T) {
 	if out, err := ensureUser(t, etc, ids, name); err != nil {
 		t.Fatalf("ensure-user: %v: %s", err, out)
 	}
+	f := createdUser(t, etc, ids, name)
+	if !strings.HasSuffix(f[6], "nologin") {
+		t.Fatalf("passwd entry %q, want no login shell", strings.Join(f, ":"))
+	}
 	passwd, err := os.ReadFile(filepath.Join(etc, "passwd"))
 	harness.Must(t, err)
-	var line string
-	for _, l := range strings.Split(string(passwd), "\n") {
-		if strings.HasPrefix(l, name+":") {
-			line = l
-		}
-	}
-	f := strings.Split(line, ":")
-	if len(f) != 7 || f[2] == "0" || f[3] == "0" || !strings.HasSuffix(f[6], "nologin") || f[4] != "S3 CSI driver mount-s3" {
-		t.Fatalf("passwd entry %q, want a system user with no login shell", line)
-	}
-	group, err := os.ReadFile(filepath.Join(etc, "group"))
-	harness.Must(t, err)
-	if !strings.Contains(string(group), "\n"+name+":x:"+f[3]+":") {
-		t.Errorf("no group %s with gid %s", name, f[3])
-	}
-	if mine, _ := os.ReadFile("/etc/passwd"); strings.Contains(string(mine), name+":") {
-		t.Fatalf("the user reached this machine's /etc/passwd")
-	}
 	b, err := os.ReadFile(ids)
 	harness.Must(t, err)
-	if got, want := string(b), f[2]+" "+f[3]+"\n"; got != want {
-		t.Errorf("ids file %q, want %q", got, want)
-	}
 
 	// Again: found, not added twice.
 	harness.Must(t, os.Remove(ids))
@@ -106,6 +89,20 @@ func TestEnsureUserWithUseradd(t *testing.T) {
 	if out, err := ensureUser(t, etc, ids, name, "/usr/bin"); err != nil {
 		t.Fatalf("ensure-user: %v: %s", err, out)
 	}
+	f := createdUser(t, etc, ids, name)
+	if f[5] != "/" || f[6] != "/usr/sbin/nologin" {
+		t.Fatalf("passwd entry %q, want home / and shell /usr/sbin/nologin", strings.Join(f, ":"))
+	}
+	if uid, err := strconv.Atoi(f[2]); err != nil || uid >= 1000 {
+		t.Errorf("uid %s, want a system uid (below 1000)", f[2])
+	}
+}
+
+// createdUser checks what ensure-user made for name in etc (a copy of /etc) and returns its
+// passwd fields: a user that is not root, with the driver's comment, a group of the same name
+// and gid, its ids in the ids file, and nothing in this machine's /etc/passwd.
+func createdUser(t *testing.T, etc, ids, name string) []string {
+	t.Helper()
 	passwd, err := os.ReadFile(filepath.Join(etc, "passwd"))
 	harness.Must(t, err)
 	var f []string
@@ -114,11 +111,8 @@ func TestEnsureUserWithUseradd(t *testing.T) {
 			f = strings.Split(l, ":")
 		}
 	}
-	if len(f) != 7 || f[2] == "0" || f[3] == "0" || f[4] != "S3 CSI driver mount-s3" || f[5] != "/" || f[6] != "/usr/sbin/nologin" {
-		t.Fatalf("passwd entry %q, want a system user, home /, shell /usr/sbin/nologin", strings.Join(f, ":"))
-	}
-	if uid, err := strconv.Atoi(f[2]); err != nil || uid >= 1000 {
-		t.Errorf("uid %s, want a system uid (below 1000)", f[2])
+	if len(f) != 7 || f[2] == "0" || f[3] == "0" || f[4] != "S3 CSI driver mount-s3" {
+		t.Fatalf("passwd entry %q, want a user that is not root, commented %q", strings.Join(f, ":"), "S3 CSI driver mount-s3")
 	}
 	group, err := os.ReadFile(filepath.Join(etc, "group"))
 	harness.Must(t, err)
@@ -133,4 +127,5 @@ func TestEnsureUserWithUseradd(t *testing.T) {
 	if got, want := string(b), f[2]+" "+f[3]+"\n"; got != want {
 		t.Errorf("ids file %q, want %q", got, want)
 	}
+	return f
 }
