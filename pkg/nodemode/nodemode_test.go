@@ -9,6 +9,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -25,12 +26,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// fakeCore is the fake clientset's core client, saying, as the fake clientset does, that it
+// cannot stream an initial list (the informer lists instead).
+type fakeCore struct{ typedcorev1.CoreV1Interface }
+
+func (fakeCore) IsWatchListSemanticsUnSupported() bool { return true }
+
 // TestWatcher: the label decides the node's mode (the default without one, the default and a
 // warning for an invalid one), and the Node is annotated with the effective mode.
 func TestWatcher(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{mountmode.Label: "pod"}}}
 	cs := fake.NewClientset(node)
-	w := New(cs, "n1", mountmode.Systemd)
+	w := New(fakeCore{cs.CoreV1()}, "n1", mountmode.Systemd)
 	if w.Mode() != mountmode.Systemd {
 		t.Fatalf("before Start: %s, want the default", w.Mode())
 	}

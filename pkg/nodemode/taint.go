@@ -10,7 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedstoragev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -23,10 +24,18 @@ const TaintAgentNotReady = version.DriverName + "/agent-not-ready"
 
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=csinodes,verbs=get;list;watch
 
+// TaintClient is what the startup taint's removal uses of the API: the Node and its CSINode.
+// A kubernetes.Interface is one; the node plugin passes the two typed clients alone, so that its
+// binary does not link every API group's client.
+type TaintClient interface {
+	CoreV1() typedcorev1.CoreV1Interface
+	StorageV1() typedstoragev1.StorageV1Interface
+}
+
 // RemoveStartupTaint waits until the node's CSINode lists this driver (kubelet registered the
 // plugin), then removes TaintAgentNotReady from the Node, keeping every other taint. It retries
 // with back-off (0.5 s doubling to 10 s) until done or timeout; a node without the taint is done.
-func RemoveStartupTaint(ctx context.Context, cs kubernetes.Interface, node string, timeout time.Duration) error {
+func RemoveStartupTaint(ctx context.Context, cs TaintClient, node string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	backoff := 500 * time.Millisecond
@@ -47,7 +56,7 @@ func RemoveStartupTaint(ctx context.Context, cs kubernetes.Interface, node strin
 	}
 }
 
-func removeTaintOnce(ctx context.Context, cs kubernetes.Interface, node string) (bool, error) {
+func removeTaintOnce(ctx context.Context, cs TaintClient, node string) (bool, error) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return false, err

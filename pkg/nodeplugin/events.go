@@ -3,7 +3,6 @@ package nodeplugin
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -27,12 +26,12 @@ type podEvents struct {
 // newEventRecorder returns a Recorder writing Events through the API, and a function that stops
 // it.
 func newEventRecorder(cfg Config) (*podEvents, func(), error) {
-	cs, err := kubernetes.NewForConfig(cfg.Kube)
+	cs, err := typedcorev1.NewForConfig(cfg.Kube)
 	if err != nil {
 		return nil, nil, err
 	}
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.Events("")})
 	r := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: version.DriverName, Host: cfg.NodeID})
 	return &podEvents{recorder: r}, b.Shutdown, nil
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedstoragev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -269,7 +270,7 @@ func Run(ctx context.Context, cfg Config) error {
 				t.PVName, safetext.Escape(why.Error())))
 		})
 		if cfg.RestartPods {
-			cs, err := kubernetes.NewForConfig(cfg.Kube)
+			cs, err := typedcorev1.NewForConfig(cfg.Kube)
 			if err != nil {
 				return err
 			}
@@ -330,7 +331,7 @@ func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
 }
 
 func startModeWatcher(ctx context.Context, cfg Config) (*nodemode.Watcher, error) {
-	cs, err := kubernetes.NewForConfig(cfg.Kube)
+	cs, err := typedcorev1.NewForConfig(cfg.Kube)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +412,7 @@ func startPodMode(ctx context.Context, cfg Config, health *mounthealth.Checker, 
 
 // removeStartupTaint lifts the node's startup taint once kubelet registered the plugin.
 func removeStartupTaint(ctx context.Context, cfg Config) {
-	cs, err := kubernetes.NewForConfig(cfg.Kube)
+	cs, err := newTaintClient(cfg.Kube)
 	if err == nil {
 		err = nodemode.RemoveStartupTaint(ctx, cs, cfg.NodeID, 10*time.Minute)
 	}
@@ -570,9 +571,28 @@ func secretScope(cfg Config) (driver.SecretScope, error) {
 	}
 	kube := rest.CopyConfig(cfg.Kube)
 	kube.QPS, kube.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(kube)
+	cs, err := typedcorev1.NewForConfig(kube)
 	if err != nil {
 		return nil, err
 	}
 	return secretscope.New(cs), nil
+}
+
+// taintClient is the API the startup taint's removal uses: typed clients of the two groups it
+// reads, not a kubernetes.Clientset, whose every group's client the binary would link.
+type taintClient struct {
+	core    typedcorev1.CoreV1Interface
+	storage typedstoragev1.StorageV1Interface
+}
+
+func (c taintClient) CoreV1() typedcorev1.CoreV1Interface          { return c.core }
+func (c taintClient) StorageV1() typedstoragev1.StorageV1Interface { return c.storage }
+
+func newTaintClient(kube *rest.Config) (taintClient, error) {
+	core, err := typedcorev1.NewForConfig(kube)
+	if err != nil {
+		return taintClient{}, err
+	}
+	storage, err := typedstoragev1.NewForConfig(kube)
+	return taintClient{core: core, storage: storage}, err
 }

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 )
@@ -29,18 +29,18 @@ import (
 //     Bidirectional) propagation, so it cannot see the repair, and
 //   - the pod has an owner (a pod without one would be gone for good: never deleted).
 type Restarter struct {
-	cs   kubernetes.Interface
+	cs   typedcorev1.CoreV1Interface
 	node string
 }
 
 // New returns a Restarter for the pods of node nodeName.
-func New(cs kubernetes.Interface, nodeName string) *Restarter {
+func New(cs typedcorev1.CoreV1Interface, nodeName string) *Restarter {
 	return &Restarter{cs: cs, node: nodeName}
 }
 
 // RestartIfBlind implements mountmonitor.Restarter.
 func (r *Restarter) RestartIfBlind(ctx context.Context, t mounter.Target) (string, error) {
-	pod, err := r.cs.CoreV1().Pods(t.WorkloadNamespace).Get(ctx, t.WorkloadPodName, metav1.GetOptions{})
+	pod, err := r.cs.Pods(t.WorkloadNamespace).Get(ctx, t.WorkloadPodName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
@@ -65,7 +65,7 @@ func (r *Restarter) RestartIfBlind(ctx context.Context, t mounter.Target) (strin
 		return "", fmt.Errorf("containers %s mount the volume without mountPropagation: HostToContainer, but pod %s/%s has no owner to recreate it, so it is not deleted", strings.Join(blind, ", "), pod.Namespace, pod.Name)
 	}
 	uid := pod.UID
-	if err := r.cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.cs.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
 		return "", err
 	}
 	owner := pod.OwnerReferences[0]
@@ -86,7 +86,7 @@ func (r *Restarter) volumesOf(ctx context.Context, pod *corev1.Pod, pvName strin
 		default:
 			continue
 		}
-		pvc, err := r.cs.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
+		pvc, err := r.cs.PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

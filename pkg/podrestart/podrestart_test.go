@@ -46,7 +46,7 @@ func TestRestartIfBlind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(tc.pod, claim)
-			r := &Restarter{cs: cs, node: "node-1"}
+			r := &Restarter{cs: cs.CoreV1(), node: "node-1"}
 			what, err := r.RestartIfBlind(context.Background(), target)
 			if tc.errLike != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errLike) {
@@ -68,7 +68,7 @@ func TestRestartIfBlind(t *testing.T) {
 	replaced := pod("w", "node-1", true, nil)
 	replaced.UID = "uid-new"
 	cs := fake.NewClientset(replaced, claim)
-	if what, err := (&Restarter{cs: cs, node: "node-1"}).RestartIfBlind(context.Background(), target); err != nil || what != "" {
+	if what, err := (&Restarter{cs: cs.CoreV1(), node: "node-1"}).RestartIfBlind(context.Background(), target); err != nil || what != "" {
 		t.Errorf("replaced pod: %q, %v", what, err)
 	}
 }

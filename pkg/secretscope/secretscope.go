@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/s3csi/s3-csi-driver/mounter"
 	"github.com/s3csi/s3-csi-driver/pkg/version"
@@ -50,7 +50,7 @@ type Checker struct {
 }
 
 // New returns a Checker reading PVs through cs.
-func New(cs kubernetes.Interface) *Checker { return NewWithGetter(cs.CoreV1().PersistentVolumes()) }
+func New(cs typedcorev1.CoreV1Interface) *Checker { return NewWithGetter(cs.PersistentVolumes()) }
 
 // NewWithGetter returns a Checker reading PVs through g.
 func NewWithGetter(g PVGetter) *Checker { return &Checker{pvs: g} }
