@@ -392,19 +392,17 @@ func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
 // other workloads until the controller retires the Mountpoint Pod. A mount of anything else is
 // refused.
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
-	snap, err := m.health.Snapshot() // one read of the table for the target and its source
+	r, err := m.health.Check(ctx, target)
 	if err != nil {
 		return err
 	}
-	r := m.health.CheckIn(ctx, target, snap)
 	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
-	mp := m.sourceOf(r.Entry, snap)
-	if mp == "" {
-		if rec, ok := m.records.get(m.paths.targetRecord(target)); ok {
-			mp = rec.MountpointPod
-		}
+	rec, recorded := m.records.get(m.paths.targetRecord(target))
+	mp := m.sourceOf(r.Entry, rec.MountpointPod)
+	if mp == "" && recorded {
+		mp = rec.MountpointPod
 	}
 	for range r.Ours {
 		// A bind is never unmounted with MNT_FORCE: that would abort the connection the other
@@ -425,10 +423,23 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	return nil
 }
 
-// sourceOf returns the Mountpoint Pod whose shared mount entry is a bind of ("" if none), from
-// the mount table read in snap.
-func (m *Mounter) sourceOf(entry *mounttable.Entry, snap mounthealth.Snapshot) string {
+// sourceOf returns the Mountpoint Pod whose shared mount entry is a bind of ("" if none):
+// recorded, the one the target's record names, when its shared mount is that file system (the
+// kernel says, mounttable.Table.At), else the one the mount table shows.
+func (m *Mounter) sourceOf(entry *mounttable.Entry, recorded string) string {
 	if entry == nil || !mounttable.IsMountS3(entry) {
+		return ""
+	}
+	if recorded != "" {
+		if stack, known := m.health.Table.At(m.paths.source(recorded)); known {
+			if n := len(stack); n > 0 && stack[n-1].Major == entry.Major && stack[n-1].Minor == entry.Minor {
+				return recorded
+			}
+		}
+	}
+	snap, err := m.health.Snapshot()
+	if err != nil {
+		klog.ErrorS(err, "Looking up the shared mount of a target")
 		return ""
 	}
 	root := m.paths.sourceRoot() + "/"

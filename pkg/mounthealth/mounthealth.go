@@ -82,9 +82,13 @@ type Checker struct {
 }
 
 // Check reports what path holds. It returns an error only when the mount table cannot be read.
-// A path the kernel says is no mount point (mounttable.Table.Mounted) is Absent without a read
-// of the table.
+// The table is read only when the kernel cannot say what is mounted at path itself
+// (mounttable.Table.At, Linux 6.13; before that, a path it says is no mount point,
+// mounttable.Table.Mounted, is Absent without a read).
 func (c *Checker) Check(ctx context.Context, path string) (Result, error) {
+	if stack, known := c.Table.At(path); known {
+		return c.result(ctx, path, stack), nil
+	}
 	if mounted, known := c.Table.Mounted(path); known && !mounted {
 		return Result{State: Absent}, nil
 	}
