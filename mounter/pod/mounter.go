@@ -139,14 +139,14 @@ func (m *Mounter) Mount(ctx context.Context, req mounter.Request) error {
 	}
 	args := fdArgs(req.Args)
 	src := sourceRecord{Bucket: req.Bucket, Args: args.List(), Env: env, ReadOnly: req.VolumeReadOnly}
-	snap, err := m.ensureSource(ctx, pod, source, comm, src)
+	look, err := m.ensureSource(ctx, pod, source, comm, src)
 	if err != nil {
 		return err
 	}
 	if err := writeJSON(m.paths.sourceRecord(mp), src); err != nil {
 		return err
 	}
-	return m.bindTarget(ctx, source, snap, targetRecord{Target: req.Target, MountpointPod: mp, VolumeID: req.VolumeID, ReadOnly: req.ReadOnly,
+	return m.bindTarget(ctx, source, look, targetRecord{Target: req.Target, MountpointPod: mp, VolumeID: req.VolumeID, ReadOnly: req.ReadOnly,
 		WorkloadPodUID: req.WorkloadPodUID, WorkloadPodName: req.WorkloadPodName, WorkloadNamespace: req.WorkloadNamespace,
 		PVName: req.PVName, Recovery: req.Recovery})
 }
@@ -176,20 +176,18 @@ func fdArgs(requested mountargs.Args) mountargs.Args {
 // read the same in the mount table, where the tmpfs guard of earlier releases under one bind
 // made systemd announce every target's mount unit at every mount change on the node (ADR
 // 0008). An earlier release's guard at the target stays under the new binds until the
-// unpublish. snap, when not nil, is a read of the mount table made since the caller took the
-// target's lock and before any mount change of its own at the target: the target is looked up
-// there instead of in a new read (at thousands of mounts each read costs milliseconds of the
-// kernel's time).
-func (m *Mounter) bindTarget(ctx context.Context, source string, snap mounthealth.Snapshot, rec targetRecord) error {
+// unpublish. look, when not nil, is a lookup begun since the caller took the target's lock and
+// before any mount change of its own at the target: the target is looked up through it, so
+// that a publish reads the mount table at most once (at thousands of mounts each read costs
+// milliseconds of the kernel's time), and not at all where the kernel can say (Linux 6.13).
+func (m *Mounter) bindTarget(ctx context.Context, source string, look *mounthealth.Lookup, rec targetRecord) error {
 	target := rec.Target
-	var r mounthealth.Result
-	if snap != nil {
-		r = m.health.CheckIn(ctx, target, snap)
-	} else {
-		var err error
-		if r, err = m.health.Check(ctx, target); err != nil {
-			return err
-		}
+	if look == nil {
+		look = m.health.Lookup()
+	}
+	r, err := look.Check(ctx, target)
+	if err != nil {
+		return err
 	}
 	switch r.State {
 	case mounthealth.Live:
@@ -243,17 +241,17 @@ func (m *Mounter) bindTarget(ctx context.Context, source string, snap mounthealt
 // ensureSource makes sure the Mountpoint Pod serves the bucket at source: nothing to do when it
 // already does; otherwise (no mount yet, or a dead one: the pod's mount-s3 died) mount FUSE,
 // send the options and the fd, and wait until mount-s3 answers (or reports an error in
-// mount.err). It returns the read of the mount table it made first: current for every path but
-// source.
-func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, comm string, src sourceRecord) (mounthealth.Snapshot, error) {
-	snap, err := m.health.Snapshot()
+// mount.err). It returns the lookup it made (mounthealth.Lookup): where it had to read the
+// mount table, that read is current for every path but source.
+func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, comm string, src sourceRecord) (*mounthealth.Lookup, error) {
+	look := m.health.Lookup()
+	r, err := look.Check(ctx, source)
 	if err != nil {
 		return nil, err
 	}
-	r := m.health.CheckIn(ctx, source, snap)
 	switch r.State {
 	case mounthealth.Live:
-		return snap, nil // nothing mounted since the read: bindTarget may look the target up in it
+		return look, nil // nothing mounted since: bindTarget may look the target up through it
 	case mounthealth.Dead:
 		klog.InfoS("Shared mount is dead, handing a new one to the Mountpoint Pod", "source", source, "mountpointPod", pod.Name, "cause", r.Cause)
 		if err := m.unmountSource(ctx, source); err != nil {
@@ -298,9 +296,10 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 	}
 	ok = true
 	klog.V(2).InfoS("Mountpoint Pod serves the bucket", "mountpointPod", pod.Name, "bucket", src.Bucket, "source", source, "duration", time.Since(start))
-	// Mounted since the read, but at source only: the snapshot still tells what the target
-	// holds (the caller holds the target's lock), so bindTarget need not read the table again.
-	return snap, nil
+	// Mounted since the lookup began, but at source only: a read of the table it made still
+	// tells what the target holds (the caller holds the target's lock), so bindTarget need not
+	// read the table again.
+	return look, nil
 }
 
 // waitServed waits until the FUSE mount at source answers (mount-s3 took it over) or the pod
@@ -495,11 +494,11 @@ func (m *Mounter) Repair(ctx context.Context, target string) (bool, error) {
 	}
 	defer unlock()
 	source := m.paths.source(rec.MountpointPod)
-	snap, err := m.ensureSource(ctx, pod, source, m.paths.comm(pod.UID), src)
+	look, err := m.ensureSource(ctx, pod, source, m.paths.comm(pod.UID), src)
 	if err != nil {
 		return false, err
 	}
-	if err := m.bindTarget(ctx, source, snap, rec); err != nil {
+	if err := m.bindTarget(ctx, source, look, rec); err != nil {
 		return false, err
 	}
 	return true, nil

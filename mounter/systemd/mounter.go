@@ -212,11 +212,12 @@ func (m *Mounter) cleanupFailed(ctx context.Context, target, dir, unit string) e
 	if err := m.stopUnit(ctx, unit); err != nil {
 		return err
 	}
-	snap, err := m.health.Snapshot()
+	look := m.health.Lookup()
+	r, err := look.Check(ctx, target)
 	if err != nil {
 		return err
 	}
-	if err := m.umountAll(ctx, target, dir, m.health.CheckIn(ctx, target, snap), snap); err != nil {
+	if err := m.umountAll(ctx, target, dir, r, look); err != nil {
 		return err
 	}
 	return m.removeState(dir)
@@ -556,11 +557,11 @@ var _ mounter.Leftovers = (*Mounter)(nil)
 func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	dir := m.stateDir(target)
 	unit := MountUnitName(target)
-	snap, err := m.health.Snapshot() // one read for the target and the staging directories
+	look := m.health.Lookup() // at most one read of the table for the target and the staging directories
+	r, err := look.Check(ctx, target)
 	if err != nil {
 		return err
 	}
-	r := m.health.CheckIn(ctx, target, snap)
 	if r.State == mounthealth.Foreign && len(r.Ours) == 0 {
 		return fmt.Errorf("%w: %s holds a %s mount from %s, not a mount-s3 mount; not unmounting it", mounter.ErrTargetInUse, target, r.Entry.FsType, r.Entry.Source)
 	}
@@ -574,7 +575,7 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 	// doing too, not a death to look at.
 	m.units.stopBegins(unit)
 	defer m.units.stopEnds(unit)
-	if err := m.umountAll(ctx, target, dir, r, snap); err != nil {
+	if err := m.umountAll(ctx, target, dir, r, look); err != nil {
 		return err
 	}
 	if err := m.stopUnit(ctx, unit); err != nil {
@@ -601,21 +602,21 @@ func (m *Mounter) Unmount(ctx context.Context, target string) error {
 // the target (its Check result), top first, then mount-s3's mounts at the staging directories
 // (this release's and earlier releases'), so that mount-s3 exits; then it removes the (empty)
 // staging directory. Nothing runs when no path holds a mount of ours. The staging directories
-// are looked up in snap, the read of the mount table r came from, when not nil (else each is
-// checked on its own, which reads the table only when something is mounted there): at a
-// thousand mounts each read costs the kernel milliseconds.
-func (m *Mounter) umountAll(ctx context.Context, target, dir string, r mounthealth.Result, snap mounthealth.Snapshot) error {
+// are looked up through look, the lookup r came from, when not nil (else each is checked on its
+// own): at a thousand mounts each read of the table costs the kernel milliseconds.
+func (m *Mounter) umountAll(ctx context.Context, target, dir string, r mounthealth.Result, look *mounthealth.Lookup) error {
 	paths := []pathMounts{{target, r}}
 	n := len(r.Ours)
 	for _, p := range []string{m.stagingDir(target), oldStagingDir(dir)} {
 		var s mounthealth.Result
-		if snap != nil {
-			s = m.health.CheckIn(ctx, p, snap)
+		var err error
+		if look != nil {
+			s, err = look.Check(ctx, p)
 		} else {
-			var err error
-			if s, err = m.health.Check(ctx, p); err != nil { // no table read when nothing is mounted there
-				return err
-			}
+			s, err = m.health.Check(ctx, p)
+		}
+		if err != nil {
+			return err
 		}
 		paths = append(paths, pathMounts{p, s})
 		n += len(s.Ours)

@@ -129,6 +129,34 @@ func (c *Checker) CheckIn(ctx context.Context, path string, s Snapshot) Result {
 	return c.result(ctx, path, s[path])
 }
 
+// Lookup answers, for one operation, what is mounted at the paths it touches: each path from the
+// kernel on its own where it can say (mounttable.Table.At), else every path from one read of
+// the table, made at the first question and kept. Answers from that read are as old as it is
+// (see CheckIn). Not safe for concurrent use.
+type Lookup struct {
+	c    *Checker
+	snap Snapshot
+}
+
+// Lookup starts a Lookup; it reads nothing yet.
+func (c *Checker) Lookup() *Lookup { return &Lookup{c: c} }
+
+// Check is Checker.Check through the lookup. It returns an error only when the table had to be
+// read and could not be.
+func (l *Lookup) Check(ctx context.Context, path string) (Result, error) {
+	if l.snap == nil {
+		if stack, known := l.c.Table.At(path); known {
+			return l.c.result(ctx, path, stack), nil
+		}
+		snap, err := l.c.Snapshot()
+		if err != nil {
+			return Result{}, err
+		}
+		l.snap = snap
+	}
+	return l.c.CheckIn(ctx, path, l.snap), nil
+}
+
 // Classify is CheckIn without the probe: a mount-s3 mount on top is reported Live with
 // Unprobed set. Probe it (Probe, once per ProbeKey) to know whether its daemon serves it.
 func (c *Checker) Classify(path string, s Snapshot) Result {

@@ -199,3 +199,24 @@ func TestProbeAnsweredByAnotherFilesystem(t *testing.T) {
 		t.Fatalf("Probe of a plain directory = %v, want ErrNotFUSE", err)
 	}
 }
+
+// TestLookup: where the kernel cannot say (a table of the test's own), a lookup reads the table
+// at its first question and answers the next ones from that read, even after the table changed.
+func TestLookup(t *testing.T) {
+	ctx := context.Background()
+	tb := table(t)
+	c := &Checker{Table: tb, Statfs: func(string) error { return nil }}
+	look := c.Lookup()
+	if r, err := look.Check(ctx, "/k/pods/a/mount"); err != nil || r.State != Live {
+		t.Fatalf("first question: %v, %v; want Live", r.State, err)
+	}
+	if err := os.WriteFile(tb.Path, []byte("1 0 8:1 / / rw - ext4 /dev/vda rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := look.Check(ctx, "/k/pods/b/mount"); err != nil || r.State != Foreign {
+		t.Errorf("second question: %v, %v; want Foreign, from the first read", r.State, err)
+	}
+	if r, err := c.Lookup().Check(ctx, "/k/pods/b/mount"); err != nil || r.State != Absent {
+		t.Errorf("a new lookup: %v, %v; want Absent, from a new read", r.State, err)
+	}
+}

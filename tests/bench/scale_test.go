@@ -55,7 +55,8 @@ type scaleNode struct {
 // live mounts (BENCH_SCALE_SIZES, default 10,100,500,1000): CPU while nothing happens (% of one
 // core over idleWindow, /proc/<pid>/stat), RSS, the mount monitor's mean sweep time over that
 // window (s3csi_node_mount_sweep_seconds), and the publish and unpublish latency of one more
-// volume; then RSS once every mount is gone. The mounts are made 10 at a time. Systemd mode: one
+// volume (the median over BENCH_SCALE_REPS more volumes, each published and unpublished in
+// turn); then RSS once every mount is gone. The mounts are made 10 at a time. Systemd mode: one
 // unit (and stand-in mount-s3) per mount. Pod mode: the workloads spread over 10 volumes, so 10
 // Mountpoint Pods (the harness runs them as processes) each share their mount with the binds of
 // their workloads. Nothing is asserted.
@@ -133,26 +134,37 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 			sweep = fmt.Sprintf("%.1f", (sum1-sum0)/(count1-count0)*1000)
 		}
 		rss, split := rssMiB(b, pid), rssSplit(b, pid)
-		extra := 1_000_000 + size // a volume of its own, made and removed again
-		n.prepare(extra)
+		// reps more volumes, each published and unpublished on its own: the median of each.
+		extras := make([]int, scaleReps(b))
+		for r := range extras {
+			extras[r] = 1_000_000 + 100*size + r // a volume of its own, made and removed again
+			n.prepare(extras[r])
+		}
 		jobs0 := systemdJobs(b, n.metrics)
 		traced := traceNode(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 		perfDone := perfAll(b, fmt.Sprintf("%s-%d", mode, size))
 		if n.debug != nil {
 			n.debug(true)
 		}
-		start := time.Now()
-		if err := n.publish(ctx, extra); err != nil {
-			b.Fatalf("%s: publish one more at %d: %v", mode, size, err)
+		var pubs, unpubs []time.Duration
+		var jobsPub float64
+		for _, extra := range extras {
+			j0 := systemdJobs(b, n.metrics)
+			start := time.Now()
+			if err := n.publish(ctx, extra); err != nil {
+				b.Fatalf("%s: publish one more at %d: %v", mode, size, err)
+			}
+			pubs = append(pubs, time.Since(start))
+			jobsPub += systemdJobs(b, n.metrics) - j0
+			start = time.Now()
+			if err := n.unpublish(ctx, extra); err != nil {
+				b.Fatalf("%s: unpublish one more at %d: %v", mode, size, err)
+			}
+			unpubs = append(unpubs, time.Since(start))
 		}
-		pub := time.Since(start)
-		jobs1 := systemdJobs(b, n.metrics)
-		start = time.Now()
-		if err := n.unpublish(ctx, extra); err != nil {
-			b.Fatalf("%s: unpublish one more at %d: %v", mode, size, err)
-		}
-		unpub := time.Since(start)
+		pub, unpub := summarize(pubs).median, summarize(unpubs).median
 		jobs2 := systemdJobs(b, n.metrics)
+		reps := float64(len(extras))
 		if n.debug != nil {
 			n.debug(false)
 		}
@@ -172,7 +184,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 			standin = fmt.Sprintf("%.0f", ms(n.standin()))
 		}
 		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s %18s %20s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
-			fmt.Sprintf("%.0f / %.0f", (jobs1-jobs0)*1000, (jobs2-jobs1)*1000), storm, floor, standin, split)
+			fmt.Sprintf("%.0f / %.0f", jobsPub/reps*1000, (jobs2-jobs0-jobsPub)/reps*1000), storm, floor, standin, split)
 		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
@@ -281,6 +293,20 @@ func scalePod(b *testing.B) *scaleNode {
 			return err
 		},
 	}
+}
+
+// scaleReps is how many more volumes are published and unpublished at each size
+// (BENCH_SCALE_REPS, default 5): one such figure is noisy on a 2-core machine.
+func scaleReps(b *testing.B) int {
+	s := os.Getenv("BENCH_SCALE_REPS")
+	if s == "" {
+		return 5
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("BENCH_SCALE_REPS=%q: want a positive integer", s)
+	}
+	return n
 }
 
 // sweepTotals reads the sum and count of s3csi_node_mount_sweep_seconds.
