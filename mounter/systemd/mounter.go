@@ -13,9 +13,9 @@
 //     <StagingDir>/<id>, and the unit binds that onto the target twice (ExecStartPost, see
 //     startRecorded): when one mount at the target is unmounted under the workload, the other
 //     still serves the bucket instead of the target showing the node's disk;
-//   - unmount runs `umount <target>` (forced for a dead mount) once per mount of ours at the
-//     target, as a oneshot unit mount-s3-umount-<id>.service, so it happens in the host's mount
-//     namespace whatever the plugin's own namespace is; every command must succeed.
+//   - unmount runs `umount -- <target> <target> <staging>` (one argument per mount of ours,
+//     forced for a dead mount) as a oneshot unit mount-s3-umount-<id>.service, so it happens in
+//     the host's mount namespace whatever the plugin's own namespace is; it must succeed.
 //
 // Liveness is judged by mounthealth (a statfs answered by mount-s3 within a deadline), never
 // by a stat that the kernel may answer from its cache. A dead mount is replaced by a new unit on
@@ -639,9 +639,10 @@ type pathMounts struct {
 }
 
 // umount unmounts, path after path, the mounts of ours at each (r.Ours, top first) in the
-// host's mount namespace through one oneshot unit named after target: one `umount` per mount,
-// forced (the FUSE connection aborted) for a mount-s3 mount that is not live. Every command must
-// succeed, and afterwards none of those mounts may remain.
+// host's mount namespace through one oneshot unit named after target: one `umount` for each run
+// of mounts with the same flags (appendUmount), forced (the FUSE connection aborted) for a
+// mount-s3 mount not known to be live. Every command must succeed, and afterwards none of
+// those mounts may remain.
 func (m *Mounter) umount(ctx context.Context, target, dir string, paths []pathMounts) error {
 	unit := umountUnitName(target)
 	if err := m.stopUnit(ctx, unit); err != nil {
@@ -653,14 +654,15 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, paths []pathMo
 	var cmds [][]string
 	var entries []mounttable.Entry
 	for _, p := range paths {
-		for i, e := range p.r.Ours {
-			if mounttable.IsMountS3(&e) && (i != 0 || p.r.State != mounthealth.Live) {
-				// Forced (the FUSE connection aborted: nothing waits on the daemon, and calls
-				// stuck in it return) and lazy (a call still returning cannot make it busy).
-				cmds = append(cmds, []string{m.cfg.UmountPath, "-f", "-l", p.path})
-			} else {
-				cmds = append(cmds, []string{m.cfg.UmountPath, p.path})
-			}
+		for _, e := range p.r.Ours {
+			// Forced (the FUSE connection aborted: nothing waits on the daemon, and calls stuck
+			// in it return) and lazy (a call still returning cannot make it busy) for a mount-s3
+			// mount not known to be live: the top one's daemon did not answer, or a mount below
+			// is of another file system (an earlier, dead mount-s3 under a repair's). A bind of
+			// the live top's own file system is unmounted as the top is: forcing it would abort
+			// the live connection before the staging mount's unmount lets mount-s3 finish.
+			forced := mounttable.IsMountS3(&e) && (p.r.State != mounthealth.Live || !sameFileSystem(&e, &p.r.Ours[0]))
+			cmds = appendUmount(cmds, m.cfg.UmountPath, forced, p.path)
 		}
 		entries = append(entries, p.r.Ours...)
 	}
@@ -698,6 +700,31 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, paths []pathMo
 		klog.InfoS("Unmount unit succeeded but mounts remain in the node plugin's view", "target", target, "unit", unit, "left", left, "mounts", entries)
 	}
 	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(entries), orNoOutput(tail(logFile, 4096)))
+}
+
+// sameFileSystem reports whether a and b are mounts of one file system (a mount and its binds).
+func sameFileSystem(a, b *mounttable.Entry) bool { return a.Major == b.Major && a.Minor == b.Minor }
+
+// appendUmount adds path to the last umount(8) command of cmds when that one has the same
+// flags, else a new command. umount(8) unmounts its arguments in order, each once (a path
+// given twice unmounts the top two mounts there), and exits non-zero when any failed; it goes
+// on after a failure, so a busy target keeps its mounts and the unit fails, while a later path
+// (the staging directory) may be unmounted: mount-s3 then serves the target's binds until the
+// next unpublish unmounts them, and exits.
+//
+// One command rather than one per mount: systemd handles the mount table's change before it
+// starts a unit's next command, which at a thousand mounts costs tens of milliseconds per
+// command (docs/development.md, "At scale").
+func appendUmount(cmds [][]string, umount string, forced bool, path string) [][]string {
+	head := []string{umount, "--"}
+	if forced {
+		head = []string{umount, "-f", "-l", "--"}
+	}
+	if n := len(cmds); n > 0 && len(cmds[n-1]) > len(head) && slices.Equal(cmds[n-1][:len(head)], head) {
+		cmds[n-1] = append(cmds[n-1], path)
+		return cmds
+	}
+	return append(cmds, append(head, path))
 }
 
 // stillMounted counts the entries that are still in the mount table (by mount id). When the

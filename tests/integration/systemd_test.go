@@ -441,11 +441,13 @@ func TestCacheDirectoryOwnedByDriver(t *testing.T) {
 
 // TestUmountFailureIsReported: an umount that fails makes the unpublish fail (Internal, with
 // umount's output) and leaves the volume as it was (mounted, live, recorded); the next
-// unpublish, once umount works, leaves nothing.
+// unpublish, once umount works, leaves nothing. Each unpublish of the live mount runs umount
+// once, unforced, for the target's two binds and the staging mount.
 func TestUmountFailureIsReported(t *testing.T) {
 	flag := filepath.Join(t.TempDir(), "fail")
+	calls := filepath.Join(t.TempDir(), "calls")
 	umount := filepath.Join(t.TempDir(), "umount")
-	script := "#!/bin/sh\nif [ -e " + flag + " ]; then echo 'umount: target is busy (simulated)' >&2; exit 32; fi\nexec /bin/umount \"$@\"\n"
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\nif [ -e " + flag + " ]; then echo 'umount: target is busy (simulated)' >&2; exit 32; fi\nexec /bin/umount \"$@\"\n"
 	if err := os.WriteFile(umount, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -473,5 +475,61 @@ func TestUmountFailureIsReported(t *testing.T) {
 	s.assertClean(target)
 	if keys := s.s3.ListKeys(t, "busy"); !slices.Contains(keys, "still-there") {
 		t.Errorf("bucket holds %v, want still-there", keys)
+	}
+	out, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("umount ran %d times for two unpublishes, want one each: %q", len(lines), lines)
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 4 || f[0] != "--" || f[1] != target || f[2] != target || !strings.Contains(f[3], "-staging/") {
+			t.Errorf("umount %q, want \"-- %s %s <staging>\": one unforced command for both binds and the staging mount", l, target, target)
+		}
+	}
+}
+
+// TestBusyTargetKeepsServing: with real umount(8), a target a process still uses (an open
+// directory) cannot be unmounted: the unpublish fails (Internal, quoting umount), the target
+// keeps serving the bucket, reads and writes included, even though the unmount unit's one
+// umount command went on to the staging mount; once the target is released, the next
+// unpublish leaves nothing, and every byte written is in the bucket.
+func TestBusyTargetKeepsServing(t *testing.T) {
+	s := newSuite(t, true, "--health-check-interval=0")
+	s.s3.CreateBucket(t, "held")
+	target := s.target("pod-held")
+	s.publish(rw(target, "held"))
+	if err := os.WriteFile(filepath.Join(target, "before"), []byte("before"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Open(target) // an open directory on the mount: it is busy
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, err = s.drv.Node.NodeUnpublishVolume(context.Background(), rwUnpublish(target))
+	if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "busy") {
+		t.Fatalf("unpublish of a busy target: %v, want Internal quoting umount's \"target is busy\"", err)
+	}
+	if err := harness.StatfsWithin(target, time.Second); err != nil || !mountS3At(target) {
+		t.Fatalf("after the failed unpublish the target is not a live mount-s3 mount (%v)", err)
+	}
+	if names, err := held.Readdirnames(-1); err != nil || !slices.Contains(names, "before") {
+		t.Fatalf("listing through the held directory: %v %v, want before", names, err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "after"), []byte("after"), 0o644); err != nil {
+		t.Fatalf("writing after the failed unpublish: %v", err)
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.unpublish(target)
+	s.assertClean(target)
+	keys := s.s3.ListKeys(t, "held")
+	if !slices.Contains(keys, "before") || !slices.Contains(keys, "after") {
+		t.Errorf("bucket holds %v, want before and after", keys)
 	}
 }
