@@ -86,8 +86,8 @@ type Checker struct {
 // (mounttable.Table.At, Linux 6.13; before that, a path it says is no mount point,
 // mounttable.Table.Mounted, is Absent without a read).
 func (c *Checker) Check(ctx context.Context, path string) (Result, error) {
-	if stack, known := c.Table.At(path); known {
-		return c.result(ctx, path, stack), nil
+	if r, known := c.fromKernel(ctx, path); known {
+		return r, nil
 	}
 	if mounted, known := c.Table.Mounted(path); known && !mounted {
 		return Result{State: Absent}, nil
@@ -103,6 +103,16 @@ func (c *Checker) Check(ctx context.Context, path string) (Result, error) {
 		}
 	}
 	return c.result(ctx, path, stack), nil
+}
+
+// fromKernel is Check from what the kernel says of path alone (mounttable.Table.At), without
+// the table; known is false where the kernel cannot say.
+func (c *Checker) fromKernel(ctx context.Context, path string) (r Result, known bool) {
+	stack, known := c.Table.At(path)
+	if !known {
+		return Result{}, false
+	}
+	return c.result(ctx, path, stack), true
 }
 
 // Snapshot is the mount table as read once, by mount point (each list bottom to top), so that
@@ -145,8 +155,8 @@ func (c *Checker) Lookup() *Lookup { return &Lookup{c: c} }
 // read and could not be.
 func (l *Lookup) Check(ctx context.Context, path string) (Result, error) {
 	if l.snap == nil {
-		if stack, known := l.c.Table.At(path); known {
-			return l.c.result(ctx, path, stack), nil
+		if r, known := l.c.fromKernel(ctx, path); known {
+			return r, nil
 		}
 		snap, err := l.c.Snapshot()
 		if err != nil {

@@ -23,17 +23,13 @@ type podEvents struct {
 	recorder record.EventRecorder
 }
 
-// newEventRecorder returns a Recorder writing Events through the API, and a function that stops
-// it.
-func newEventRecorder(cfg Config) (*podEvents, func(), error) {
-	cs, err := typedcorev1.NewForConfig(cfg.Kube)
-	if err != nil {
-		return nil, nil, err
-	}
+// newEventRecorder returns a Recorder writing Events through core as the driver on node, and
+// a function that stops it.
+func newEventRecorder(core typedcorev1.CoreV1Interface, node string) (*podEvents, func()) {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.Events("")})
-	r := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: version.DriverName, Host: cfg.NodeID})
-	return &podEvents{recorder: r}, b.Shutdown, nil
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
+	r := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: version.DriverName, Host: node})
+	return &podEvents{recorder: r}, b.Shutdown
 }
 
 // Event implements mountmonitor.Recorder.

@@ -187,13 +187,23 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	// One core client for the Node watch, Events, pod restarts and the startup taint (the
+	// Secret scope's PV reads have a client of their own, with its own rate limit).
+	var core typedcorev1.CoreV1Interface
+	if cfg.Kube != nil {
+		c, err := typedcorev1.NewForConfig(cfg.Kube)
+		if err != nil {
+			return err
+		}
+		core = c
+	}
 	mode := func() mountmode.Mode { return cfg.DefaultMode }
 	labelInvalid := func() bool { return false }
 	var pm *pod.Mounter
-	if cfg.Kube == nil {
+	if core == nil {
 		unavailable[mountmode.Pod] = "the node plugin has no Kubernetes API access (in-cluster or --kubeconfig)"
 	} else {
-		w, err := startModeWatcher(ctx, cfg)
+		w, err := startModeWatcher(ctx, cfg, core)
 		if err != nil {
 			klog.ErrorS(err, "This node's mount mode label is not known yet; using the default until it is", "default", cfg.DefaultMode)
 		}
@@ -258,11 +268,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if cfg.Kube != nil {
-		recorder, stopEvents, err := newEventRecorder(cfg)
-		if err != nil {
-			return err
-		}
+	if core != nil {
+		recorder, stopEvents := newEventRecorder(core, cfg.NodeID)
 		defer stopEvents()
 		monitor.SetRecorder(recorder)
 		router.SetFallbackReport(func(t mounter.Target, why error) {
@@ -270,11 +277,7 @@ func Run(ctx context.Context, cfg Config) error {
 				t.PVName, safetext.Escape(why.Error())))
 		})
 		if cfg.RestartPods {
-			cs, err := typedcorev1.NewForConfig(cfg.Kube)
-			if err != nil {
-				return err
-			}
-			monitor.SetRestarter(podrestart.New(cs, cfg.NodeID))
+			monitor.SetRestarter(podrestart.New(core, cfg.NodeID))
 		}
 	}
 	if cfg.HealthCheckInterval > 0 {
@@ -308,8 +311,8 @@ func Run(ctx context.Context, cfg Config) error {
 			}()
 		})
 	}
-	if cfg.Kube != nil {
-		go removeStartupTaint(ctx, cfg)
+	if core != nil {
+		go removeStartupTaint(ctx, cfg, core)
 	}
 	err = srv.Run(ctx)
 	// The registration socket goes before the process does: kubelet deregisters the driver
@@ -330,12 +333,8 @@ func waitAtMost(wg *sync.WaitGroup, d time.Duration) {
 	}
 }
 
-func startModeWatcher(ctx context.Context, cfg Config) (*nodemode.Watcher, error) {
-	cs, err := typedcorev1.NewForConfig(cfg.Kube)
-	if err != nil {
-		return nil, err
-	}
-	w := nodemode.New(cs, cfg.NodeID, cfg.DefaultMode)
+func startModeWatcher(ctx context.Context, cfg Config, core typedcorev1.CoreV1Interface) (*nodemode.Watcher, error) {
+	w := nodemode.New(core, cfg.NodeID, cfg.DefaultMode)
 	sctx, cancel := context.WithTimeout(ctx, cfg.APITimeout)
 	defer cancel()
 	errCh := make(chan error, 1)
@@ -411,8 +410,8 @@ func startPodMode(ctx context.Context, cfg Config, health *mounthealth.Checker, 
 }
 
 // removeStartupTaint lifts the node's startup taint once kubelet registered the plugin.
-func removeStartupTaint(ctx context.Context, cfg Config) {
-	cs, err := newTaintClient(cfg.Kube)
+func removeStartupTaint(ctx context.Context, cfg Config, core typedcorev1.CoreV1Interface) {
+	cs, err := newTaintClient(core, cfg.Kube)
 	if err == nil {
 		err = nodemode.RemoveStartupTaint(ctx, cs, cfg.NodeID, 10*time.Minute)
 	}
@@ -588,11 +587,7 @@ type taintClient struct {
 func (c taintClient) CoreV1() typedcorev1.CoreV1Interface          { return c.core }
 func (c taintClient) StorageV1() typedstoragev1.StorageV1Interface { return c.storage }
 
-func newTaintClient(kube *rest.Config) (taintClient, error) {
-	core, err := typedcorev1.NewForConfig(kube)
-	if err != nil {
-		return taintClient{}, err
-	}
+func newTaintClient(core typedcorev1.CoreV1Interface, kube *rest.Config) (taintClient, error) {
 	storage, err := typedstoragev1.NewForConfig(kube)
 	return taintClient{core: core, storage: storage}, err
 }
