@@ -443,13 +443,25 @@ func TestLeftReadsTheSignal(t *testing.T) {
 	w.stopBegins(unit)
 	feed(sub(unit, "stop-sigterm"), false)
 	w.stopEnds(unit)
-	feed(sub(unit, "running"), false)
 	feed(sub(unit, "dead"), false) // a late signal of that stop
-	// Once the grace is over, a death is a death again.
-	w.mu.Lock()
-	w.stopping[unit] = time.Now().Add(-time.Second)
-	w.mu.Unlock()
+	// Started again (a repair): its death is a death, within the grace too.
+	feed(sub(unit, "start"), false)
 	feed(sub(unit, "running"), false)
+	feed(sub(unit, "failed"), true)
+	// Running during the mounter's stop says nothing new: the stop is still its own.
+	feed(sub(unit, "running"), false)
+	w.stopBegins(unit)
+	feed(sub(unit, "running"), false)
+	feed(sub(unit, "stop-sigterm"), false)
+	w.stopEnds(unit)
+	feed(sub(unit, "dead"), false)
+	// Once the grace is over, a death is a death again.
+	feed(sub(unit, "running"), false)
+	w.stopBegins(unit)
+	w.stopEnds(unit)
+	w.mu.Lock()
+	w.stopping[unit] = stop{until: time.Now().Add(-time.Second), ended: true}
+	w.mu.Unlock()
 	feed(sub(unit, "failed"), true)
 	// Not mount units, or not a SubState string.
 	for _, other := range []string{"mount-s3-umount-0123456789abcdef.service", userUnitName, "other.service"} {

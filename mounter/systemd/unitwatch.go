@@ -11,7 +11,9 @@ import (
 )
 
 // stopGrace is how long after one of the mounter's own stops the unit's signals are still
-// taken for that stop's: systemd may send the last PropertiesChanged after the job's end.
+// taken for that stop's: systemd may send the last PropertiesChanged after the job's end. The
+// unit running again (a repair's or a republish's new mount-s3) ends it sooner: systemd sent
+// the old instance's last signals before the new instance started.
 const stopGrace = 5 * time.Second
 
 // unitWatch tells, from systemd's PropertiesChanged signals, when a mount unit that was running
@@ -22,7 +24,13 @@ const stopGrace = 5 * time.Second
 // at a thousand mounts, competing with systemd for the node's CPU during the publish.
 type unitWatch struct {
 	mu       sync.Mutex
-	stopping map[string]time.Time // units the mounter stops → until when their signals are its own
+	stopping map[string]stop // units the mounter stops or stopped
+}
+
+// stop is one of the mounter's stops of a unit: until when the unit's signals are its own.
+type stop struct {
+	until time.Time
+	ended bool // stopEnds was called: until is the end of the grace
 }
 
 // stopBegins records that the mounter is stopping unit.
@@ -30,15 +38,15 @@ func (w *unitWatch) stopBegins(unit string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	for u, until := range w.stopping {
-		if now.After(until) {
+	for u, st := range w.stopping {
+		if now.After(st.until) {
 			delete(w.stopping, u)
 		}
 	}
 	if w.stopping == nil {
-		w.stopping = map[string]time.Time{}
+		w.stopping = map[string]stop{}
 	}
-	w.stopping[unit] = now.Add(24 * time.Hour) // until stopEnds
+	w.stopping[unit] = stop{until: now.Add(24 * time.Hour)} // until stopEnds
 }
 
 // stopEnds records that the mounter's stop of unit ended; its signals are taken for the stop's
@@ -46,14 +54,26 @@ func (w *unitWatch) stopBegins(unit string) {
 func (w *unitWatch) stopEnds(unit string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.stopping[unit] = time.Now().Add(stopGrace)
+	w.stopping[unit] = stop{until: time.Now().Add(stopGrace), ended: true}
 }
 
 func (w *unitWatch) ownStop(unit string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	until, ok := w.stopping[unit]
-	return ok && time.Now().Before(until)
+	st, ok := w.stopping[unit]
+	return ok && time.Now().Before(st.until)
+}
+
+// runningAgain ends the grace of an ended stop of unit: the unit runs again, so its next exit
+// is not that stop's. (A signal backlog longer than a whole publish and unpublish could make an
+// old instance's running look new: the monitor then checks once for nothing; no death goes
+// unreported.)
+func (w *unitWatch) runningAgain(unit string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st, ok := w.stopping[unit]; ok && st.ended {
+		delete(w.stopping, unit)
+	}
 }
 
 // isMountUnit reports whether unit is a mount unit of this driver (not an unmount unit, not the
@@ -85,6 +105,7 @@ func (w *unitWatch) left(running map[string]bool, u *sd.PropertiesUpdate) bool {
 	}
 	if sub == "running" {
 		running[u.UnitName] = true
+		w.runningAgain(u.UnitName)
 		return false
 	}
 	was := running[u.UnitName]

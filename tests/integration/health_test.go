@@ -386,7 +386,8 @@ func TestUnpublishWithoutAnyMode(t *testing.T) {
 // TestDeadMountNoticedThroughSystemd: with the periodic check out of the way (an hour), a
 // killed mount-s3 is still noticed at once, through systemd's signal that its unit stopped
 // running, and repaired; the same for a mount the node plugin found running when it started
-// (its unit was running before the plugin's connection). A publish and an unpublish, whose
+// (its unit was running before the plugin's connection), and a mount-s3 killed again right after
+// its repair (whose stop of the dead unit is not taken for the new one's). A publish and an unpublish, whose
 // units start and stop, are not taken for deaths: a publish makes no sweep (each used to
 // probe every mount of the node), an unpublish one (which probes nothing).
 func TestDeadMountNoticedThroughSystemd(t *testing.T) {
@@ -409,6 +410,8 @@ func TestDeadMountNoticedThroughSystemd(t *testing.T) {
 		t.Logf("%s: repaired %v after the kill, noticed through systemd's unit signal", why, time.Since(killed).Round(time.Millisecond))
 	}
 	killAndWait("published by this plugin")
+	// The repair stopped the dead unit moments ago; the new mount-s3's death is its own.
+	killAndWait("killed again right after its repair")
 
 	sweeps := func() float64 { return metric(t, addr, "s3csi_node_mount_sweep_seconds_count") }
 	time.Sleep(time.Second) // the repair's own sweeps are over
