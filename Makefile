@@ -154,7 +154,7 @@ bench-repair: build $(TEST_TOOLS) ## Print dead-mount detection and repair times
 	$(TESTS_GO) test -run '^$$' -bench 'MountRepair' -benchtime 1x -count 1 -timeout 20m ./bench/
 
 .PHONY: bench-scale
-bench-scale: build $(TEST_TOOLS) ## Print node plugin costs at 10-1,000 live mounts, both modes, and the Pod Reconciler at 2,000-20,000 pods; BENCH_SCALE_SIZES, BENCH_SCALE_MODES, BENCH_CONTROLLER_PODS, BENCH_SCALE_PROFILES (a directory for profiles), BENCH_CONTROLLER_ARGS (extra controller flags), BENCH_CONTROLLER_QUEUE=1 (the controller's work queue after the last pod); not asserted.
+bench-scale: build $(TEST_TOOLS) ## Print node plugin costs at 10-1,000 live mounts, both modes, and the Pod Reconciler at 2,000-20,000 pods; BENCH_SCALE_SIZES, BENCH_SCALE_MODES, BENCH_CONTROLLER_PODS, BENCH_SCALE_PROFILES (a directory for profiles), BENCH_CONTROLLER_ARGS (extra controller flags), BENCH_CONTROLLER_QUEUE=1 (the controller's work queue after the last pod, and the bench's own watch of the pods); not asserted.
 	$(TESTS_GO) test -run '^$$' -bench 'ScaleNode' -benchtime 1x -count 1 -timeout 60m ./bench/
 	$(TESTS_GO) test -run '^$$' -bench 'ScaleController' -benchtime 1x -count 1 -timeout 60m ./bench/
 
