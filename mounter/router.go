@@ -93,7 +93,7 @@ func (r *Router) implOf(m mountmode.Mode) Mounter {
 
 func (r *Router) classify(entry *mounttable.Entry, all []mounttable.Entry) mountmode.Mode {
 	for _, e := range all {
-		if e.Major == entry.Major && e.Minor == entry.Minor && strings.HasPrefix(e.MountPoint, r.sourceRoot+"/") {
+		if e.SameFileSystem(entry) && strings.HasPrefix(e.MountPoint, r.sourceRoot+"/") {
 			return mountmode.Pod
 		}
 	}

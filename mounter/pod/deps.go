@@ -85,7 +85,7 @@ func bindsOf(table mounttable.Table, source, podsDir string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{} // once per target, which holds two binds
 	for _, e := range entries {
-		if e.Major == src.Major && e.Minor == src.Minor && strings.HasPrefix(e.MountPoint, podsDir+"/") && !seen[e.MountPoint] {
+		if e.SameFileSystem(src) && strings.HasPrefix(e.MountPoint, podsDir+"/") && !seen[e.MountPoint] {
 			seen[e.MountPoint] = true
 			out = append(out, e.MountPoint)
 		}

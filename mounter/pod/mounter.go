@@ -376,7 +376,7 @@ func (m *Mounter) unmountOwnCopies(source string, entry *mounttable.Entry) {
 	}
 	pods := m.paths.pods() + "/"
 	for _, e := range entries {
-		if e.Major == entry.Major && e.Minor == entry.Minor && e.MountPoint != source && !strings.HasPrefix(e.MountPoint, pods) {
+		if e.SameFileSystem(entry) && e.MountPoint != source && !strings.HasPrefix(e.MountPoint, pods) {
 			if err := m.kernel.Unmount(e.MountPoint, detach); err != nil {
 				klog.ErrorS(err, "Detaching a copy of a shared mount", "source", source, "copy", e.MountPoint)
 			} else {
@@ -431,7 +431,7 @@ func (m *Mounter) sourceOf(entry *mounttable.Entry, recorded string) string {
 	}
 	if recorded != "" {
 		if stack, known := m.health.Table.At(m.paths.source(recorded)); known {
-			if n := len(stack); n > 0 && stack[n-1].Major == entry.Major && stack[n-1].Minor == entry.Minor {
+			if n := len(stack); n > 0 && stack[n-1].SameFileSystem(entry) {
 				return recorded
 			}
 		}
@@ -447,7 +447,7 @@ func (m *Mounter) sourceOf(entry *mounttable.Entry, recorded string) string {
 			continue
 		}
 		for _, e := range entries {
-			if e.Major == entry.Major && e.Minor == entry.Minor {
+			if e.SameFileSystem(entry) {
 				return strings.TrimPrefix(path, root)
 			}
 		}

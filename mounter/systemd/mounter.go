@@ -661,7 +661,7 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, paths []pathMo
 			// is of another file system (an earlier, dead mount-s3 under a repair's). A bind of
 			// the live top's own file system is unmounted as the top is: forcing it would abort
 			// the live connection before the staging mount's unmount lets mount-s3 finish.
-			forced := mounttable.IsMountS3(&e) && (p.r.State != mounthealth.Live || !sameFileSystem(&e, &p.r.Ours[0]))
+			forced := mounttable.IsMountS3(&e) && (p.r.State != mounthealth.Live || !e.SameFileSystem(&p.r.Ours[0]))
 			cmds = appendUmount(cmds, m.cfg.UmountPath, forced, p.path)
 		}
 		entries = append(entries, p.r.Ours...)
@@ -701,9 +701,6 @@ func (m *Mounter) umount(ctx context.Context, target, dir string, paths []pathMo
 	}
 	return fmt.Errorf("unmount %s (unit %s, job %s, %d of %d mounts left): %s", target, unit, result, left, len(entries), orNoOutput(tail(logFile, 4096)))
 }
-
-// sameFileSystem reports whether a and b are mounts of one file system (a mount and its binds).
-func sameFileSystem(a, b *mounttable.Entry) bool { return a.Major == b.Major && a.Minor == b.Minor }
 
 // appendUmount adds path to the last umount(8) command of cmds when that one has the same
 // flags, else a new command. umount(8) unmounts its arguments in order, each once (a path

@@ -39,6 +39,10 @@ type Entry struct {
 	SuperOptions string
 }
 
+// SameFileSystem reports whether e and o are mounts of one file system (the same device
+// number: a mount and its bind mounts, served by one FUSE connection).
+func (e *Entry) SameFileSystem(o *Entry) bool { return e.Major == o.Major && e.Minor == o.Minor }
+
 // IsMountS3 reports whether e is a FUSE mount served by mount-s3 (or a bind mount of one).
 func IsMountS3(e *Entry) bool {
 	return e != nil && e.Source == FSName && (e.FsType == "fuse" || len(e.FsType) > 5 && e.FsType[:5] == "fuse.")

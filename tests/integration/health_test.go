@@ -386,10 +386,11 @@ func TestUnpublishWithoutAnyMode(t *testing.T) {
 // TestDeadMountNoticedThroughSystemd: with the periodic check out of the way (an hour), a
 // killed mount-s3 is still noticed at once, through systemd's signal that its unit stopped
 // running, and repaired; the same for a mount the node plugin found running when it started
-// (its unit was running before the plugin's connection), and a mount-s3 killed again right after
-// its repair (whose stop of the dead unit is not taken for the new one's). A publish and an unpublish, whose
-// units start and stop, are not taken for deaths: a publish makes no sweep (each used to
-// probe every mount of the node), an unpublish one (which probes nothing).
+// (its unit was running before the plugin's connection), and for a mount-s3 killed again right
+// after its repair (the repair's stop of the dead unit is not taken for the new one's). A
+// publish and an unpublish, whose units start and stop, are not taken for deaths: a publish
+// makes no sweep (each used to probe every mount of the node), an unpublish one (which probes
+// nothing).
 func TestDeadMountNoticedThroughSystemd(t *testing.T) {
 	addr := freeAddr(t)
 	s := newSuite(t, true, "--health-check-interval=1h", "--metrics-address="+addr)
