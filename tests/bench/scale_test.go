@@ -43,9 +43,10 @@ type scaleNode struct {
 	// around the publish and unpublish of one more volume (BENCH_SCALE_SYSTEMD_DEBUG).
 	debug func(on bool)
 	// floor, in systemd mode, is what systemd itself takes for a transient unit at this size,
-	// with no driver and no mount-s3: median start of a unit of /bin/true, and of one that
-	// makes as many mount changes as a mount unit's start (see unitFloor).
-	floor func() (plain, mounts time.Duration)
+	// with no driver and no mount-s3: median start of a unit of /bin/true, of one that makes
+	// as many mount changes as a mount unit's start, and of one that unmounts them as an
+	// unpublish's unmount unit does (see unitFloor).
+	floor func() (plain, mounts, umount time.Duration)
 	// standin, in systemd mode, is the median time of the stand-in mount-s3 alone at this size
 	// (exec → mounted, no systemd, no driver), as make bench measures it at one mount.
 	standin func() time.Duration
@@ -97,7 +98,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	ctx := context.Background()
 	pid := n.drv.Pid()
 	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
-	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %24s %18s %20s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt)", "stand-in alone ms", "RSS anon / file MiB")
+	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %33s %18s %20s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt, umount)", "stand-in alone ms", "RSS anon / file MiB")
 	fmt.Printf("%12d %13s %9.1f %15s %14s %16s %20s %18s %24s %18s %20s\n", 0, "-", rssMiB(b, pid), "-", "-", "-", "-", "-", "-", "-", rssSplit(b, pid))
 	live := 0
 	for _, size := range sizes {
@@ -136,6 +137,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		rss, split := rssMiB(b, pid), rssSplit(b, pid)
 		// reps more volumes, each published and unpublished on its own: the median of each.
 		extras := make([]int, scaleReps(b))
+		settle := scaleSettle(b)
 		for r := range extras {
 			extras[r] = 1_000_000 + 100*size + r // a volume of its own, made and removed again
 			n.prepare(extras[r])
@@ -149,6 +151,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		var pubs, unpubs []time.Duration
 		var jobsPub float64
 		for _, extra := range extras {
+			time.Sleep(settle)
 			j0 := systemdJobs(b, n.metrics)
 			start := time.Now()
 			if err := n.publish(ctx, extra); err != nil {
@@ -156,6 +159,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 			}
 			pubs = append(pubs, time.Since(start))
 			jobsPub += systemdJobs(b, n.metrics) - j0
+			time.Sleep(settle)
 			start = time.Now()
 			if err := n.unpublish(ctx, extra); err != nil {
 				b.Fatalf("%s: unpublish one more at %d: %v", mode, size, err)
@@ -176,8 +180,8 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		}
 		floor := "-"
 		if n.floor != nil {
-			plain, mounts := n.floor()
-			floor = fmt.Sprintf("%.0f (%.0f)", ms(plain), ms(mounts))
+			plain, mounts, umount := n.floor()
+			floor = fmt.Sprintf("%.0f (%.0f, %.0f)", ms(plain), ms(mounts), ms(umount))
 		}
 		standin := "-"
 		if n.standin != nil {
@@ -214,11 +218,11 @@ func scaleSystemd(b *testing.B) *scaleNode {
 	harness.CleanupMounts(b, kubelet)
 	addr := freeAddr(b)
 	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: []string{"--v=0", "--metrics-address=" + addr, "--profiling"}})
+		ExtraArgs: append([]string{"--v=0", "--metrics-address=" + addr, "--profiling"}, nodeArgs()...)})
 	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
 	return &scaleNode{
 		drv: drv, metrics: addr, storm: func() int { return signalStorm(b, sd.Socket, kubelet) },
-		floor: func() (time.Duration, time.Duration) { return unitFloor(b, sd.Socket, kubelet) },
+		floor: func() (time.Duration, time.Duration, time.Duration) { return unitFloor(b, sd.Socket, kubelet) },
 		debug: func(on bool) {
 			if !debugLog {
 				return
@@ -267,7 +271,7 @@ func scalePod(b *testing.B) *scaleNode {
 	k.BindRBAC(b, "node-rbac.yaml", "system:node:"+node)
 	addr := freeAddr(b)
 	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, S3: s3, WithCredentials: true, NodeID: node,
-		ExtraArgs: []string{"--default-mounter=pod", "--kubeconfig=" + k.Kubeconfig(b, "system:node:"+node), "--v=0", "--metrics-address=" + addr, "--profiling"}})
+		ExtraArgs: append([]string{"--default-mounter=pod", "--kubeconfig=" + k.Kubeconfig(b, "system:node:"+node), "--v=0", "--metrics-address=" + addr, "--profiling"}, nodeArgs()...)})
 	pvs := make([]*corev1.PersistentVolume, scalePodVolumes)
 	for v := range pvs {
 		pvs[v] = benchVolume(b, k, fmt.Sprintf("pv-scale-%02d", v))
@@ -307,6 +311,27 @@ func scaleReps(b *testing.B) int {
 		b.Fatalf("BENCH_SCALE_REPS=%q: want a positive integer", s)
 	}
 	return n
+}
+
+// nodeArgs are the node plugin flags BENCH_SCALE_NODE_ARGS adds (e.g. --health-check-interval=0).
+func nodeArgs() []string { return strings.Fields(os.Getenv("BENCH_SCALE_NODE_ARGS")) }
+
+// scaleSettle is the pause before each timed publish and unpublish of one more volume
+// (BENCH_SCALE_SETTLE, a Go duration, default 0: back to back, as every table in
+// docs/development.md before 2026-11-27). With a pause each operation starts on a quiet node,
+// as a lone kubelet call does, and pays what a quiet node costs: on this machine a cgroup
+// attach of each process systemd starts waits for an RCU grace period (8-16 ms) unless another
+// attach came just before, and systemd's handling of a mount table change is slower.
+func scaleSettle(b *testing.B) time.Duration {
+	s := os.Getenv("BENCH_SCALE_SETTLE")
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		b.Fatalf("BENCH_SCALE_SETTLE=%q: want a Go duration of at least 0 (e.g. 1s)", s)
+	}
+	return d
 }
 
 // sweepTotals reads the sum and count of s3csi_node_mount_sweep_seconds.
@@ -362,13 +387,14 @@ func signalStorm(b *testing.B, socket, dir string) int {
 	}
 }
 
-// unitFloor returns the median start time (5 runs each) of two transient oneshot units over
-// systemd's private socket, with no driver and no mount-s3: one of /bin/true, and one making
-// the four mount changes of a mount unit's start below dir (mount-s3's mount, making it
-// private, two binds) with a tmpfs instead of mount-s3; they are unmounted untimed. systemd
-// reads the whole mount table after each change, so the second grows with the node's mounts
-// whoever makes them: the floor under a systemd-mode publish at this size.
-func unitFloor(b *testing.B, socket, dir string) (plain, mounts time.Duration) {
+// unitFloor returns the median start time (5 runs each) of three transient oneshot units over
+// systemd's private socket, with no driver and no mount-s3: one of /bin/true; one making the
+// four mount changes of a mount unit's start below dir (mount-s3's mount, making it private,
+// two binds) with a tmpfs instead of mount-s3; and one unmounting those three mounts in one
+// `umount`, as an unpublish's unmount unit does. systemd reads the whole mount table after each
+// change, so the last two grow with the node's mounts whoever makes them: the floors under a
+// systemd-mode publish and unpublish at this size.
+func unitFloor(b *testing.B, socket, dir string) (plain, mounts, umount time.Duration) {
 	conn, err := systemd.Connect(socket)
 	if err != nil {
 		b.Fatal(err)
@@ -392,7 +418,7 @@ func unitFloor(b *testing.B, socket, dir string) (plain, mounts time.Duration) {
 		}
 		return d
 	}
-	var p, w []time.Duration
+	var p, w, u []time.Duration
 	for i := range 5 {
 		p = append(p, run(fmt.Sprintf("bench-floor-true-%d.service", i), [][]string{{"/bin/true"}}))
 		w = append(w, run(fmt.Sprintf("bench-floor-mounts-%d.service", i), [][]string{
@@ -401,13 +427,26 @@ func unitFloor(b *testing.B, socket, dir string) (plain, mounts time.Duration) {
 			{"/bin/mount", "--bind", src, dst},
 			{"/bin/mount", "--bind", src, dst},
 		}))
-		for _, d := range []string{dst, dst, src} { // outside the timed part
-			if err := syscall.Unmount(d, 0); err != nil {
-				b.Fatalf("unmount %s: %v", d, err)
+		u = append(u, run(fmt.Sprintf("bench-floor-umount-%d.service", i), [][]string{{"/bin/umount", "--", dst, dst, src}}))
+		for _, d := range []string{dst, src} {
+			if mounted, err := isMountPoint(d); err != nil || mounted {
+				b.Fatalf("%s still mounted after the floor's umount unit (err %v)", d, err)
 			}
 		}
 	}
-	return summarize(p).median, summarize(w).median
+	return summarize(p).median, summarize(w).median, summarize(u).median
+}
+
+// isMountPoint reports whether path is a mount point: its device differs from its parent's.
+func isMountPoint(path string) (bool, error) {
+	var st, parent syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return false, err
+	}
+	if err := syscall.Stat(filepath.Dir(path), &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev, nil
 }
 
 // standinAlone returns the median (5 runs) of the stand-in mount-s3 mounting the bench's bucket

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,8 +35,11 @@ type Kube struct {
 
 // KubeOptions configure StartAPIServer.
 type KubeOptions struct {
-	// Audit records every write request (metadata level) in Kube.AuditLog.
-	Audit bool
+	// Audit records every write request (metadata level) in Kube.AuditLog; AuditUsers, when
+	// set, narrows that to the requests of these users (a bench's load generators then cost
+	// the API server no audit event).
+	Audit      bool
+	AuditUsers []string
 	// NoCRD leaves the CRD out: a cluster that never had this driver (or had 1.x, which has
 	// none).
 	NoCRD bool
@@ -80,8 +84,12 @@ func StartAPIServer(t TB, o KubeOptions) *Kube {
 		dir := t.TempDir()
 		policy := filepath.Join(dir, "audit-policy.yaml")
 		// Writes only, metadata level: who did what to which object.
+		users := ""
+		if len(o.AuditUsers) > 0 {
+			users = "\n  users: [" + strings.Join(o.AuditUsers, ", ") + "]"
+		}
 		content := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n" +
-			"- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n"
+			"- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]" + users + "\n- level: None\n"
 		if err := os.WriteFile(policy, []byte(content), 0o644); err != nil {
 			t.Fatalf("audit policy: %v", err)
 		}
