@@ -7,6 +7,13 @@
 //
 //	scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>
 //
+// Once mount-s3 serves that mount, the unit's ExecStartPost (also "+") binds it onto the
+// workload's target twice, each bind read-only for a read-only volume: one process instead of
+// two or four mount(8) commands, so systemd, which reads the node's whole mount table after each
+// command that changed it, reads it once:
+//
+//	scality-fuse-helper bind [--read-only] <staging directory> <target>
+//
 // It also makes sure the system user mount-s3 runs as exists (the node plugin's
 // --mount-s3-user), run once per node plugin start:
 //
@@ -33,12 +40,26 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "bind" {
+		fs := flag.NewFlagSet("bind", flag.ExitOnError)
+		readOnly := fs.Bool("read-only", false, "make each bind read-only")
+		_ = fs.Parse(os.Args[2:])
+		if fs.NArg() != 2 {
+			fmt.Fprintln(os.Stderr, "scality-fuse-helper bind: a staging directory and a target expected")
+			os.Exit(2)
+		}
+		if err := bindTwice(fs.Arg(0), fs.Arg(1), *readOnly); err != nil {
+			fmt.Fprintf(os.Stderr, "scality-fuse-helper bind: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "mount" {
 		if len(os.Args) == 2 && os.Args[1] == "--version" {
 			fmt.Printf("scality-fuse-helper %s\n", version.Version)
 			return
 		}
-		fmt.Fprintln(os.Stderr, "usage: scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>\n       scality-fuse-helper ensure-user --ids-file <file> <name>")
+		fmt.Fprintln(os.Stderr, "usage: scality-fuse-helper mount [--read-only] [--allow-other] <staging directory>\n       scality-fuse-helper bind [--read-only] <staging directory> <target>\n       scality-fuse-helper ensure-user --ids-file <file> <name>")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("mount", flag.ExitOnError)

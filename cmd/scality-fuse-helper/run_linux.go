@@ -31,3 +31,50 @@ func run(staging string, readOnly, allowOther bool, timeout time.Duration) error
 	}
 	return nil
 }
+
+// sysMount is mount(2) (a test makes it fail).
+var sysMount = unix.Mount
+
+// bindTwice binds the mount at staging onto target twice, the second bind on top of the first,
+// each made read-only when readOnly (fusemount.RemountReadOnly). target is opened as a
+// directory without following a link at its last component, and each mount call names that
+// open directory, so a link swapped in meanwhile is never followed. On a failure the binds made
+// are unmounted again, leaving target as it was.
+func bindTwice(staging, target string, readOnly bool) error {
+	made := 0
+	err := func() error {
+		for range 2 {
+			if err := atDir(target, func(at string) error { return sysMount(staging, at, "", unix.MS_BIND, "") }); err != nil {
+				return fmt.Errorf("bind %s onto %s: %w", staging, target, err)
+			}
+			made++
+			if readOnly {
+				// Opened again: the path now leads to the new bind, which must turn read-only.
+				if err := atDir(target, fusemount.RemountReadOnly); err != nil {
+					return fmt.Errorf("make the bind at %s read-only: %w", target, err)
+				}
+			}
+		}
+		return nil
+	}()
+	if err == nil {
+		return nil
+	}
+	for ; made > 0; made-- {
+		if uerr := unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); uerr != nil {
+			return fmt.Errorf("%w (and a bind at %s could not be undone: %v)", err, target, uerr)
+		}
+	}
+	return err
+}
+
+// atDir runs mount with /proc/self/fd/<n> of target opened as a directory, no link followed at
+// its last component.
+func atDir(target string, mount func(at string) error) error {
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s as a directory (no link followed): %w", target, err)
+	}
+	defer unix.Close(fd)
+	return mount(fmt.Sprintf("/proc/self/fd/%d", fd))
+}

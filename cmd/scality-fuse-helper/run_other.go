@@ -10,3 +10,7 @@ import (
 func run(string, bool, bool, time.Duration) error {
 	return errors.New("scality-fuse-helper runs on Linux only")
 }
+
+func bindTwice(string, string, bool) error {
+	return errors.New("scality-fuse-helper runs on Linux only")
+}

@@ -19,7 +19,7 @@ func (hostKernel) MountFUSE(source string, allowOther, readOnly bool) (*os.File,
 }
 
 // Bind makes target show source; a read-only bind is remounted read-only (a bind ignores
-// MS_RDONLY on creation).
+// MS_RDONLY on creation), keeping nosuid and nodev (fusemount.RemountReadOnly).
 //
 // The bind is a peer group of its own (with its copies: the host's view of the target, and the
 // containers that mount it with HostToContainer propagation), not a peer of source. A plain
@@ -40,9 +40,7 @@ func (hostKernel) Bind(source, target string, readOnly bool) error {
 	}
 	if readOnly {
 		// Opened again: the path now leads to the new bind, which is what must turn read-only.
-		if err := atDir(target, func(at string) error {
-			return unix.Mount("", at, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
-		}); err != nil {
+		if err := atDir(target, fusemount.RemountReadOnly); err != nil {
 			_ = unix.Unmount(target, 0)
 			return fmt.Errorf("make bind mount at %s read-only: %w", target, err)
 		}

@@ -111,6 +111,16 @@ func (m *Mounter) helperCommand(args []string, staging string) []string {
 	return append(cmd, staging)
 }
 
+// helperBindCommand is the ExecStartPost command that binds the mount at staging onto target
+// twice (read-only binds for a read-only volume).
+func (m *Mounter) helperBindCommand(staging, target string, readOnly bool) []string {
+	cmd := []string{m.cfg.FuseHelperPath, "bind"}
+	if readOnly {
+		cmd = append(cmd, "--read-only")
+	}
+	return append(cmd, staging, target)
+}
+
 // execCommandEx is one entry of systemd's ExecStartPreEx/ExecStartPostEx properties (D-Bus
 // a(sasas)): the program, its argv and its flags ("privileged": the "+" prefix).
 type execCommandEx struct {

@@ -71,7 +71,7 @@ func TestPropertiesGolden(t *testing.T) {
 	hand.handover = true
 	hand.argv = []string{"/opt/mountpoint-s3-csi/bin/mount-s3", "--allow-delete", "--force-path-style", "bucket", "/dev/fd/3"}
 	hand.pre = [][]string{{"/bin/umount", "-f", "-l", "/staging/abc"}, {"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "mount", "/staging/abc"}}
-	hand.post = spec.post[1:]
+	hand.post = [][]string{{"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "bind", "/staging/abc", "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"}}
 	b.WriteString("---\n")
 	for _, p := range hand.properties() {
 		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())

@@ -12,6 +12,16 @@ import (
 	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 )
 
+// mountFlags are the per-mount flags of every mount Mount makes.
+const mountFlags = unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOATIME
+
+// RemountReadOnly makes the bind mount at path, of a mount Mount made, read-only. A remount of a
+// bind sets all of its per-mount flags at once, so one with MS_RDONLY alone would drop nosuid
+// and nodev: Mount's flags are given again.
+func RemountReadOnly(path string) error {
+	return unix.Mount("", path, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|mountFlags, "")
+}
+
 // Mount opens /dev/fuse and mounts it at source, returning the descriptor mount-s3 will serve.
 // The mount is owned by root (user_id=0) and checked by the kernel against the file modes
 // mount-s3 reports (default_permissions); allow_other is set when users other than the mount's
@@ -22,7 +32,7 @@ func Mount(source string, allowOther, readOnly bool) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open /dev/fuse: %w", err)
 	}
-	flags := uintptr(unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOATIME)
+	flags := uintptr(mountFlags)
 	if readOnly {
 		flags |= unix.MS_RDONLY
 	}

@@ -310,7 +310,8 @@ func TestUnpublishInEveryState(t *testing.T) {
 		s.assertClean(target)
 	}
 	// A read-only publish stays read-only with one bind left: both are read-only mounts (the
-	// kernel refuses the write whatever mount-s3's own --read-only does).
+	// kernel refuses the write whatever mount-s3's own --read-only does), and keep the FUSE
+	// mount's nosuid and nodev (a read-only remount of a bind resets every per-mount flag).
 	roTarget := s.target("pod-unmounted-ro")
 	req := rw(roTarget, "states")
 	req.Readonly = true
@@ -323,8 +324,10 @@ func TestUnpublishInEveryState(t *testing.T) {
 	for _, e := range entries {
 		if e.MountPoint == roTarget {
 			binds++
-			if !slices.Contains(strings.Split(e.MountOptions, ","), "ro") {
-				t.Errorf("a bind of the read-only publish is mounted %q, want ro", e.MountOptions)
+			for _, want := range []string{"ro", "nosuid", "nodev"} {
+				if !slices.Contains(strings.Split(e.MountOptions, ","), want) {
+					t.Errorf("a bind of the read-only publish is mounted %q, want %s", e.MountOptions, want)
+				}
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/s3csi/s3-csi-driver/pkg/mounttable"
 	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -120,6 +122,29 @@ func TestReadOnlyAndFSGroup(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(trd, "y"), []byte("y"), 0o644); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("write through the read-only publish: %v, want EROFS", err)
+	}
+	// Read-only binds keep the FUSE mount's nosuid and nodev (a read-only remount of a bind
+	// resets every per-mount flag it is not given).
+	entries, err := mounttable.Table{}.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{tr, trd} {
+		seen := 0
+		for _, e := range entries {
+			if e.MountPoint != target {
+				continue
+			}
+			seen++
+			for _, want := range []string{"ro", "nosuid", "nodev"} {
+				if !slices.Contains(strings.Split(e.MountOptions, ","), want) {
+					t.Errorf("the read-only publish at %s is mounted %q, want %s", target, e.MountOptions, want)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Errorf("nothing mounted at the read-only publish %s", target)
+		}
 	}
 	// fsGroup: a member of group 1234 can write, others cannot even list.
 	asUser := func(gid uint32, script string) error {
