@@ -4,6 +4,7 @@
 package fusehelper
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,5 +108,52 @@ func TestHandsOverAPrivateReadOnlyMount(t *testing.T) {
 	opts, rest := f[5], strings.Join(f[6:], " ")
 	if !strings.Contains(","+opts+",", ",ro,") || strings.Contains(rest, "shared:") || !strings.Contains(line, "allow_other") || !strings.Contains(line, " fuse ") {
 		t.Errorf("mount %q: want a private, read-only FUSE mount with allow_other", line)
+	}
+}
+
+// TestBindsTwiceOntoTheTarget: `bind` (the units' ExecStartPost) stacks two binds of the
+// staging mount on the target, read-only with the staging mount's nosuid and nodev when asked;
+// a call without both paths is refused before anything is mounted.
+func TestBindsTwiceOntoTheTarget(t *testing.T) {
+	harness.RequireRoot(t)
+	dir := t.TempDir()
+	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
+	for _, d := range []string{staging, target} {
+		harness.Must(t, os.Mkdir(d, 0o700))
+	}
+	harness.Must(t, unix.Mount("staged", staging, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOATIME, "size=64k"))
+	defer func() {
+		for _, p := range []string{target, target, staging} {
+			_ = unix.Unmount(p, unix.MNT_DETACH)
+		}
+	}()
+	harness.Must(t, unix.Mount("", staging, "", unix.MS_PRIVATE, ""))
+
+	bin := harness.Bin(t, "scality-fuse-helper")
+	out, err := exec.Command(bin, "bind", staging).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "a staging directory and a target expected") {
+		t.Fatalf("bind with one path: %v: %s", err, out)
+	}
+	if out, err := exec.Command(bin, "bind", "--read-only", staging, target).CombinedOutput(); err != nil {
+		t.Fatalf("bind: %v: %s", err, out)
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	harness.Must(t, err)
+	binds := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[4] != target {
+			continue
+		}
+		binds++
+		for _, want := range []string{"ro", "nosuid", "nodev"} {
+			if !strings.Contains(","+f[5]+",", ","+want+",") {
+				t.Errorf("bind %q: want %s", line, want)
+			}
+		}
+	}
+	if binds != 2 {
+		t.Errorf("%d mounts at the target, want 2", binds)
 	}
 }
