@@ -44,13 +44,13 @@ func bindTwice(staging, target string, readOnly bool) error {
 	made := 0
 	err := func() error {
 		for range 2 {
-			if err := atDir(target, func(at string) error { return sysMount(staging, at, "", unix.MS_BIND, "") }); err != nil {
+			if err := fusemount.AtDir(target, func(at string) error { return sysMount(staging, at, "", unix.MS_BIND, "") }); err != nil {
 				return fmt.Errorf("bind %s onto %s: %w", staging, target, err)
 			}
 			made++
 			if readOnly {
 				// Opened again: the path now leads to the new bind, which must turn read-only.
-				if err := atDir(target, fusemount.RemountReadOnly); err != nil {
+				if err := fusemount.AtDir(target, fusemount.RemountReadOnly); err != nil {
 					return fmt.Errorf("make the bind at %s read-only: %w", target, err)
 				}
 			}
@@ -66,15 +66,4 @@ func bindTwice(staging, target string, readOnly bool) error {
 		}
 	}
 	return err
-}
-
-// atDir runs mount with /proc/self/fd/<n> of target opened as a directory, no link followed at
-// its last component.
-func atDir(target string, mount func(at string) error) error {
-	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s as a directory (no link followed): %w", target, err)
-	}
-	defer unix.Close(fd)
-	return mount(fmt.Sprintf("/proc/self/fd/%d", fd))
 }

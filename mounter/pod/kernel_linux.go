@@ -31,16 +31,16 @@ func (hostKernel) MountFUSE(source string, allowOther, readOnly bool) (*os.File,
 // kubelet directory makes it shared again with its own copies only. Kernels without these
 // calls (before 5.12) get the plain bind.
 func (hostKernel) Bind(source, target string, readOnly bool) error {
-	err := inDir(target, func(fd int, _ string) error { return bindAlone(source, fd) })
+	err := fusemount.InDir(target, func(fd int, _ string) error { return bindAlone(source, fd) })
 	if errors.Is(err, unix.ENOSYS) {
-		err = atDir(target, func(at string) error { return unix.Mount(source, at, "", unix.MS_BIND, "") })
+		err = fusemount.AtDir(target, func(at string) error { return unix.Mount(source, at, "", unix.MS_BIND, "") })
 	}
 	if err != nil {
 		return fmt.Errorf("bind %s to %s: %w", source, target, err)
 	}
 	if readOnly {
 		// Opened again: the path now leads to the new bind, which is what must turn read-only.
-		if err := atDir(target, fusemount.RemountReadOnly); err != nil {
+		if err := fusemount.AtDir(target, fusemount.RemountReadOnly); err != nil {
 			_ = unix.Unmount(target, 0)
 			return fmt.Errorf("make bind mount at %s read-only: %w", target, err)
 		}
@@ -84,21 +84,4 @@ func (hostKernel) Unmount(path string, how unmountHow) error {
 func (hostKernel) Answer(path string) error {
 	_, err := os.Stat(path)
 	return err
-}
-
-// atDir runs mount with /proc/self/fd/<n> of target opened as a directory without following a
-// link at its last component: the mount lands on the directory that was checked, never where a
-// link swapped in since would lead.
-func atDir(target string, mount func(at string) error) error {
-	return inDir(target, func(_ int, at string) error { return mount(at) })
-}
-
-// inDir is atDir for calls that take the directory's fd (move_mount) as well as its path.
-func inDir(target string, mount func(fd int, at string) error) error {
-	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s as a directory (no link followed): %w", target, err)
-	}
-	defer unix.Close(fd)
-	return mount(fd, fmt.Sprintf("/proc/self/fd/%d", fd))
 }

@@ -46,3 +46,20 @@ func Mount(source string, allowOther, readOnly bool) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// AtDir runs mount with /proc/self/fd/<n> of target opened as a directory without following a
+// link at its last component: the mount lands on the directory that was checked, never where a
+// link swapped in since would lead.
+func AtDir(target string, mount func(at string) error) error {
+	return InDir(target, func(_ int, at string) error { return mount(at) })
+}
+
+// InDir is AtDir for calls that take the directory's fd (move_mount) as well as its path.
+func InDir(target string, mount func(fd int, at string) error) error {
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s as a directory (no link followed): %w", target, err)
+	}
+	defer unix.Close(fd)
+	return mount(fd, fmt.Sprintf("/proc/self/fd/%d", fd))
+}
