@@ -82,7 +82,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.cpuLimit, "mountpoint-cpu-limit", "", "CPU limit of a Mountpoint Pod's container (none when empty); a volume's mountpointCPULimit attribute overrides it")
 	fs.StringVar(&o.memoryRequest, "mountpoint-memory-request", "", "memory request of a Mountpoint Pod's container, a Kubernetes quantity such as 128Mi (none when empty); a volume's mountpointMemoryRequest attribute overrides it")
 	fs.StringVar(&o.memoryLimit, "mountpoint-memory-limit", "", "memory limit of a Mountpoint Pod's container (none when empty): mount-s3 is OOM-killed above it and the node repairs the mount; a volume's mountpointMemoryLimit attribute overrides it")
-	fs.DurationVar(&o.batchWindow, "batch-window", time.Second, "events for a volume on a node reconciled less than this long ago wait for the rest of the window, so a burst of workloads costs one write")
+	fs.DurationVar(&o.batchWindow, "batch-window", time.Second, "events for a volume on a node reconciled less than this long ago wait for the rest of the window (or the end of the burst), so a burst of workloads costs one write")
 	fs.DurationVar(&o.resyncInterval, "resync-interval", 2*time.Minute, "how often every attachment and Mountpoint Pod is checked again (stale-attachment cleaner)")
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", time.Minute, "age at which a Mountpoint Pod no attachment references is retired")
 	fs.IntVar(&o.workers, "workers", 4, "concurrent reconciles while workload events keep arriving: keys wait in the queue, where one write covers every workload that arrived meanwhile")

@@ -15,10 +15,14 @@ type gate struct {
 	busy, drain int
 	quietAfter  time.Duration
 
+	// onQuiet, when set, runs once a burst has ended: quietAfter after its last event.
+	onQuiet func()
+
 	mu       sync.Mutex
 	inFlight int
 	last     time.Time     // the last workload event
 	changed  chan struct{} // closed at each release (nil: nobody waits)
+	quiet    *time.Timer   // runs onQuiet quietAfter after the last event
 }
 
 // quietAfter's default: workload events this far apart end a burst.
@@ -31,8 +35,16 @@ func newGate(busy, drain int, quietAfter time.Duration) *gate {
 // event notes a workload event.
 func (g *gate) event() {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.last = time.Now()
-	g.mu.Unlock()
+	if g.onQuiet == nil {
+		return
+	}
+	if g.quiet == nil {
+		g.quiet = time.AfterFunc(g.quietAfter, g.onQuiet)
+		return
+	}
+	g.quiet.Reset(g.quietAfter)
 }
 
 // limitLocked is the bound now, and how long it stays busy (0: it drains).

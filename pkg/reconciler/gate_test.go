@@ -5,6 +5,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 )
 
 // TestGate: while workload events arrive, at most busy reconciles run; once they have stopped
@@ -59,5 +63,52 @@ func TestGate(t *testing.T) {
 	defer cancel()
 	if err := g.acquire(cctx); err == nil {
 		t.Fatal("a reconcile started during a new burst with three running")
+	}
+}
+
+// TestHeldKeysReleasedAtQuiet: a key reconciled a moment ago waits out its batch window, unless
+// the burst ends first: quietAfter after the last workload event, every waiting key is queued.
+func TestHeldKeysReleasedAtQuiet(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[Request]())
+	defer q.ShutDown()
+	r := &Reconciler{cfg: Config{BatchWindow: time.Hour}, gate: newGate(1, 2, 50*time.Millisecond)}
+	r.gate.onQuiet = r.releaseHeld
+	held, quietKey := podcontract.Key{NodeName: "n1", PVName: "pv1"}, podcontract.Key{NodeName: "n2", PVName: "pv2"}
+	r.last = map[podcontract.Key]time.Time{held: time.Now()}
+
+	r.enqueueKey(q, quietKey) // never reconciled: queued at once
+	r.enqueueKey(q, held)     // reconciled a moment ago: waits for the window (an hour)
+	if n := q.Len(); n != 1 {
+		t.Fatalf("queue holds %d keys right after, want 1 (the held key waits)", n)
+	}
+	if got, _ := q.Get(); got.Key != quietKey {
+		t.Fatalf("queued %+v, want %+v", got, quietKey)
+	}
+	q.Done(Request{Key: quietKey})
+	time.Sleep(150 * time.Millisecond)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("queue holds %d keys with no workload event, want 0: only the end of a burst releases a held key", n)
+	}
+
+	r.gate.event()
+	time.Sleep(20 * time.Millisecond)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("queue holds %d keys during the burst, want 0", n)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for q.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if q.Len() == 0 {
+		t.Fatal("the held key was not queued within 2 s of the burst's end")
+	}
+	got, _ := q.Get()
+	if got.Key != held {
+		t.Fatalf("after the burst queued %+v, want the held key %+v", got, held)
+	}
+	q.Done(got)
+	r.releaseHeld() // released once: nothing more to add
+	if n := q.Len(); n != 0 {
+		t.Fatalf("a second release queued %d keys, want 0", n)
 	}
 }

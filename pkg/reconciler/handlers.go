@@ -22,13 +22,39 @@ type queue = workqueue.TypedRateLimitingInterface[Request]
 
 // enqueueKey adds a key request, coalescing: a key reconciled less than BatchWindow ago waits
 // for the rest of the window, so the events of a burst land in one reconcile (one write). The
-// first event of a quiet key is handled at once.
+// first event of a quiet key is handled at once, and so is every waiting key once the burst
+// has ended (releaseHeld): nothing more would join it.
 func (r *Reconciler) enqueueKey(q queue, k podcontract.Key) {
 	if wait := r.cfg.BatchWindow - r.sinceLast(k); wait > 0 {
+		r.hold(q, k)
 		q.AddAfter(Request{Key: k}, wait)
 		return
 	}
 	q.Add(Request{Key: k})
+}
+
+// hold notes that k waits out its batch window in q.
+func (r *Reconciler) hold(q queue, k podcontract.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held = map[podcontract.Key]struct{}{}
+	}
+	r.held[k] = struct{}{}
+	r.heldIn = q
+}
+
+// releaseHeld adds every key waiting out its batch window at once: the gate calls it when
+// workload events have stopped. Each key's delayed add still comes at the window's end; it
+// finds the key reconciled, and the reconcile writes nothing (the overlay has the write).
+func (r *Reconciler) releaseHeld() {
+	r.mu.Lock()
+	held, q := r.held, r.heldIn
+	r.held = nil
+	r.mu.Unlock()
+	for k := range held {
+		q.Add(Request{Key: k})
+	}
 }
 
 // enqueueForMountpointPod adds what a Mountpoint Pod event affects: its housekeeping and the

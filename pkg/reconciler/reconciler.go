@@ -59,8 +59,10 @@ type Reconciler struct {
 	expect  podExpectations
 	gate    *gate // nil: no bound beyond the controller's
 
-	mu   sync.Mutex
-	last map[podcontract.Key]time.Time // when each key was last reconciled (for coalescing)
+	mu     sync.Mutex
+	last   map[podcontract.Key]time.Time // when each key was last reconciled (for coalescing)
+	held   map[podcontract.Key]struct{}  // keys waiting out their batch window (enqueueKey)
+	heldIn queue                         // the queue they wait in
 }
 
 var _ reconcile.TypedReconciler[Request] = (*Reconciler)(nil)
@@ -95,6 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req Request) (reconcile.Resu
 			r.last = map[podcontract.Key]time.Time{}
 		}
 		r.last[req.Key] = time.Now()
+		delete(r.held, req.Key)
 		r.mu.Unlock()
 		res, err = r.reconcileKey(ctx, req.Key)
 	}

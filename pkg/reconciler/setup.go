@@ -102,6 +102,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg Config, opts Options) (
 		metrics:    newMetrics(mgr.GetCache(), cfg.MountpointPod.Namespace),
 		gate:       newGate(opts.Workers, opts.DrainWorkers, defaultQuietAfter),
 	}
+	r.gate.onQuiet = r.releaseHeld
 	if err := r.metrics.register(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}

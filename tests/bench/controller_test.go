@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	crdv2 "github.com/s3csi/s3-csi-driver/crd/v2"
@@ -29,20 +33,19 @@ const (
 	benchPods    = 2000
 	benchNodes   = 100
 	benchPVs     = 200
-	benchClients = 16
 	controllerID = "scality-csi-controller"
 )
 
 // BenchmarkController measures the Pod Reconciler (the real binary, production defaults:
 // leader election on, 1 s batch window, 4 workers) against a real kube-apiserver: 2,000 workload
 // pods over 100 nodes and 200 PVs (bound claims), created in random order by 16 parallel
-// clients as fast as the API server accepts them. It prints the time until every workload is
+// clients (BENCH_CONTROLLER_CLIENTS) as fast as the API server accepts them. It prints the time until every workload is
 // recorded in an attachment, the attachments and Mountpoint Pods created, the controller's API
 // writes per workload (from the API server's audit log) and the controller's peak RSS.
 func BenchmarkController(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := runControllerBench(b, benchPods, benchNodes, benchPVs)
-		fmt.Printf("\nPod Reconciler: %d workload pods, %d nodes, %d PVs, %d parallel clients\n", r.pods, r.nodes, r.pvs, benchClients)
+		fmt.Printf("\nPod Reconciler: %d workload pods, %d nodes, %d PVs, %d parallel clients\n", r.pods, r.nodes, r.pvs, benchClients(b))
 		fmt.Printf("  pods created in:                          %6.2f s\n", r.podsDone.Seconds())
 		fmt.Printf("  every workload attached after:            %6.2f s from the first pod (%.2f s after the last pod exists)\n", r.attached.Seconds(), (r.attached - r.podsDone).Seconds())
 		fmt.Printf("  attachments / Mountpoint Pods:            %d / %d (expected %d each), duplicate keys: %d\n", r.attachments, r.mpPods, r.pvs, r.dupKeys)
@@ -78,7 +81,7 @@ func BenchmarkScaleController(b *testing.B) {
 			// A sub-benchmark per size: its API server and controller stop before the next.
 			b.Run(strconv.Itoa(n), func(b *testing.B) { rows = append(rows, runControllerBench(b, n, n/10, n/10)) })
 		}
-		fmt.Printf("\nPod Reconciler at scale (%d parallel clients creating the pods; nodes = PVs = pods/10)\n", benchClients)
+		fmt.Printf("\nPod Reconciler at scale (%d parallel clients creating the pods; nodes = PVs = pods/10)\n", benchClients(b))
 		fmt.Printf("%8s %12s %22s %16s %11s %13s %14s\n", "pods", "created s", "attached after last s", "writes/workload", "duplicates", "CPU s (ctrl)", "peak RSS MiB")
 		for _, r := range rows {
 			fmt.Printf("%8d %12.2f %22.2f %16.2f %11d %13.1f %14.1f\n", r.pods, r.podsDone.Seconds(), (r.attached - r.podsDone).Seconds(),
@@ -91,6 +94,22 @@ func BenchmarkScaleController(b *testing.B) {
 		}
 		fmt.Println()
 	}
+}
+
+// benchClients is how many clients create the workload pods at once: 16 (as fast as the API
+// server accepts them, about 850 pods/s on a 2-core machine), or BENCH_CONTROLLER_CLIENTS. Fewer
+// clients make a slower burst: the API server and the controller then share the machine with
+// less of the load generator's work.
+func benchClients(b *testing.B) int {
+	s := os.Getenv("BENCH_CONTROLLER_CLIENTS")
+	if s == "" {
+		return 16
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("BENCH_CONTROLLER_CLIENTS=%q: want a positive integer", s)
+	}
+	return n
 }
 
 // controllerRun is one run of the Pod Reconciler benchmark.
@@ -113,6 +132,7 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 	if os.Getenv("BENCH_CONTROLLER_AUDIT") == "all" {
 		opts.AuditUsers = nil
 	}
+	opts.Profiling = os.Getenv("BENCH_CONTROLLER_APIPROF") != ""
 	k := harness.StartAPIServer(b, opts)
 	ctx := context.Background()
 	c := k.Client
@@ -150,7 +170,7 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < benchClients; w++ {
+	for w := 0; w < benchClients(b); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -176,6 +196,7 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 	}
 	close(jobs)
 	wg.Wait()
+	apiProf := profileAPIServer(b, k, fmt.Sprintf("apiserver-%d", pods))
 	r := controllerRun{pods: pods, nodes: nodes, pvs: pvs, podsDone: time.Since(start)}
 	defer func() {
 		if n := restarts.Load(); n > 0 {
@@ -227,6 +248,7 @@ func runControllerBench(b *testing.B, pods, nodes, pvs int) controllerRun {
 		}
 		r.queueNote = fmt.Sprintf("at the last pod the queue held %.0f keys; %.0f adds came after it, the last seen %.2f s after it; the bench's own watch of the pods %s", depth0, adds1-adds0, lastAdd.Seconds(), own)
 	}
+	apiProf()
 	time.Sleep(2 * time.Second) // let trailing writes land before counting them
 	_, r.attachments, r.dupKeys = countAttached(b, c)
 	var mpPods corev1.PodList
@@ -429,4 +451,38 @@ func controllerWrites(b *testing.B, path string) (int, string) {
 	}
 	sort.Strings(parts)
 	return total, strings.Join(parts, ", ")
+}
+
+// profileAPIServer, with BENCH_SCALE_PROFILES and BENCH_CONTROLLER_APIPROF set, takes a 1 s CPU
+// profile of kube-apiserver from now (the last pod created: the controller's writes after the
+// burst) into $BENCH_SCALE_PROFILES/<name>.cpu; the function it returns waits for it.
+func profileAPIServer(b *testing.B, k *harness.Kube, name string) func() {
+	dir := os.Getenv("BENCH_SCALE_PROFILES")
+	if dir == "" || os.Getenv("BENCH_CONTROLLER_APIPROF") == "" {
+		return func() {}
+	}
+	hc, err := rest.HTTPClientFor(k.Config)
+	must(b, err)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get(strings.TrimSuffix(k.Config.Host, "/") + "/debug/pprof/profile?seconds=1")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s %s: %s", resp.Request.URL, resp.Status, body)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".cpu"), body, 0o600)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Errorf("kube-apiserver profile: %v", err)
+		}
+	}
 }

@@ -43,6 +43,8 @@ type KubeOptions struct {
 	// NoCRD leaves the CRD out: a cluster that never had this driver (or had 1.x, which has
 	// none).
 	NoCRD bool
+	// Profiling serves kube-apiserver's /debug/pprof (a bench's look at its CPU).
+	Profiling bool
 }
 
 // Scheme returns a scheme with the Kubernetes built-in types and the project's CRD types.
@@ -98,6 +100,9 @@ func StartAPIServer(t TB, o KubeOptions) *Kube {
 		args.Set("audit-policy-file", policy)
 		args.Set("audit-log-path", k.AuditLog)
 		args.Set("audit-log-mode", "blocking")
+	}
+	if o.Profiling {
+		env.ControlPlane.GetAPIServer().Configure().Set("profiling", "true")
 	}
 	cfg, err := env.Start()
 	if err != nil {
