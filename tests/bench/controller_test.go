@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -39,9 +37,10 @@ const (
 // BenchmarkController measures the Pod Reconciler (the real binary, production defaults:
 // leader election on, 1 s batch window, 4 workers) against a real kube-apiserver: 2,000 workload
 // pods over 100 nodes and 200 PVs (bound claims), created in random order by 16 parallel
-// clients (BENCH_CONTROLLER_CLIENTS) as fast as the API server accepts them. It prints the time until every workload is
-// recorded in an attachment, the attachments and Mountpoint Pods created, the controller's API
-// writes per workload (from the API server's audit log) and the controller's peak RSS.
+// clients (BENCH_CONTROLLER_CLIENTS) as fast as the API server accepts them. It prints the time
+// until every workload is recorded in an attachment, the attachments and Mountpoint Pods
+// created, the controller's API writes per workload (from the API server's audit log) and the
+// controller's peak RSS.
 func BenchmarkController(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := runControllerBench(b, benchPods, benchNodes, benchPVs)
@@ -463,25 +462,9 @@ func profileAPIServer(b *testing.B, k *harness.Kube, name string) func() {
 	}
 	hc, err := rest.HTTPClientFor(k.Config)
 	must(b, err)
-	done := make(chan error, 1)
-	go func() {
-		resp, err := hc.Get(strings.TrimSuffix(k.Config.Host, "/") + "/debug/pprof/profile?seconds=1")
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("%s %s: %s", resp.Request.URL, resp.Status, body)
-		}
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, name+".cpu"), body, 0o600)
-		}
-		done <- err
-	}()
+	wait := fetchLater(hc, strings.TrimSuffix(k.Config.Host, "/")+"/debug/pprof/profile?seconds=1", filepath.Join(dir, name+".cpu"))
 	return func() {
-		if err := <-done; err != nil {
+		if err := wait(); err != nil {
 			b.Errorf("kube-apiserver profile: %v", err)
 		}
 	}

@@ -537,23 +537,10 @@ func traceNode(b *testing.B, metrics, name string) func() {
 	if dir == "" || os.Getenv("BENCH_SCALE_TRACE") == "" {
 		return func() {}
 	}
-	done := make(chan error, 1)
-	go func() {
-		resp, err := http.Get("http://" + metrics + "/debug/pprof/trace?seconds=2")
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, name+".trace"), body, 0o600)
-		}
-		done <- err
-	}()
+	wait := fetchLater(http.DefaultClient, "http://"+metrics+"/debug/pprof/trace?seconds=2", filepath.Join(dir, name+".trace"))
 	time.Sleep(100 * time.Millisecond) // the trace has started
 	return func() {
-		if err := <-done; err != nil {
+		if err := wait(); err != nil {
 			b.Fatalf("trace: %v", err)
 		}
 	}
@@ -598,17 +585,33 @@ func saveProfiles(b *testing.B, metrics, name string) {
 		profiles = append(profiles, struct{ path, ext string }{"profile?seconds=5", "cpu"})
 	}
 	for _, p := range profiles {
-		resp, err := http.Get("http://" + metrics + "/debug/pprof/" + p.path)
-		if err != nil {
+		if err := fetchTo(http.DefaultClient, "http://"+metrics+"/debug/pprof/"+p.path, filepath.Join(dir, name+"."+p.ext)); err != nil {
 			b.Fatalf("profile %s: %v", p.path, err)
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("profile %s: %v (HTTP %d)", p.path, err, resp.StatusCode)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+"."+p.ext), body, 0o600); err != nil {
-			b.Fatal(err)
-		}
 	}
+}
+
+// fetchTo saves the body of a GET of url, which must answer 200, to path.
+func fetchTo(hc *http.Client, url, path string) error {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return os.WriteFile(path, body, 0o600)
+}
+
+// fetchLater runs fetchTo in the background (a profile or trace that takes seconds to answer);
+// the function it returns waits for it.
+func fetchLater(hc *http.Client, url, path string) func() error {
+	done := make(chan error, 1)
+	go func() { done <- fetchTo(hc, url, path) }()
+	return func() error { return <-done }
 }
