@@ -87,7 +87,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", time.Minute, "age at which a Mountpoint Pod no attachment references is retired")
 	fs.IntVar(&o.workers, "workers", 4, "concurrent reconciles while workload events keep arriving: keys wait in the queue, where one write covers every workload that arrived meanwhile")
 	fs.IntVar(&o.drainWorkers, "drain-workers", 16, "concurrent reconciles once workload events have stopped for a quarter of a second: what a burst left in the queue is written at this concurrency (at least --workers)")
-	fs.IntVar(&o.gcPercent, "gc-percent", 100, "Go's garbage collection target (GOGC): the heap may grow this many percent over what is live before a collection; lower keeps the memory of a large pod cache down at some CPU")
+	fs.IntVar(&o.gcPercent, "gc-percent", 75, "Go's garbage collection target (GOGC, Go's own default 100): the heap may grow this many percent over what is live before a collection; lower keeps the memory of a large pod cache down at some CPU")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader (Lease) so only one replica reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default $POD_NAMESPACE; in-cluster default otherwise)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "scality-csi-controller", "name of the leader election Lease")
