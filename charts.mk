@@ -35,10 +35,12 @@ verify-chart: ## Fail when the chart's CRD copy differs from crd/ (run make char
 	for f in $(wildcard $(CHART)/files/crds/*.yaml); do [ -e $(CHARTS_MK_DIR)/crd/$${f##*/} ] || { echo "chart CRD $${f##*/} is not in crd/"; fail=1; }; done; \
 	[ $$fail = 0 ] || { echo "run make chart-crd"; exit 1; }
 
-helm-lint: $(HELM) ## Lint the Helm chart (defaults and every tests/helm values file).
-	$(HELM) lint --strict $(CHART)
+# helm lint renders without a cluster: it needs the values an offline render must set.
+OFFLINE_VALUES := $(CHARTS_MK_DIR)/tests/harness/testdata/offline-values.yaml
+helm-lint: $(HELM) ## Lint the Helm chart (the offline values, then every tests/helm values file over them).
+	$(HELM) lint --strict $(CHART) --values $(OFFLINE_VALUES)
 	@for f in $(CHART_VALUES_FILES); do echo "helm lint --values $${f#$(CHARTS_MK_DIR)/}"; \
-		$(HELM) lint --strict --quiet $(CHART) --values $$f || exit 1; done
+		$(HELM) lint --strict --quiet $(CHART) --values $(OFFLINE_VALUES) --values $$f || exit 1; done
 
 test-helm: build $(HELM) envtest-assets ## Chart suite: lint, goldens, dry-run on kube-apiserver, RBAC, schema, flags, Dockerfile.
 	cd $(CHARTS_MK_DIR)/tests && $(GO) test -race -count=1 -timeout 5m ./helm/...
@@ -51,7 +53,7 @@ helm-golden: build $(HELM) ## Rewrite the chart's golden files and the Helm valu
 # file(s), so that the repositories and tags are yours.
 VALUES ?=
 images-list: $(HELM) ## Print every image the chart can run (VALUES=your-values.yaml), for air-gapped mirrors.
-	@$(HELM) template s3-csi $(CHART) $(foreach f,$(VALUES),-f $(f)) --set 'mounter.modesInUse={systemd,pod}' --set node.registration=sidecars | \
+	@$(HELM) template s3-csi $(CHART) -f $(OFFLINE_VALUES) $(foreach f,$(VALUES),-f $(f)) --set 'mounter.modesInUse={systemd,pod}' --set node.registration=sidecars | \
 		sed -n -e 's/^[[:space:]]*image:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}[[:space:]]*$$/\1/p' \
 			-e 's/^[[:space:]]*- --mountpoint-image=\(.*\)$$/\1/p' | sort -u
 

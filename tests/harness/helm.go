@@ -18,12 +18,19 @@ func ChartDir() string {
 	return filepath.Join(RepoRoot(), "charts", "scality-s3-csi-driver")
 }
 
-// HelmTemplate runs `helm template <release> <chart> --namespace <namespace> <args...>` with
-// the helm make installs into bin/ and returns what it printed: the manifests on success, helm's
-// error message (stderr) otherwise. It never fails the test itself, so tests can expect errors.
+// OfflineValues is the values file an offline render of the chart needs (the values only a
+// cluster could tell, set as for a new install): testdata/offline-values.yaml.
+func OfflineValues() string {
+	return filepath.Join(RepoRoot(), "tests", "harness", "testdata", "offline-values.yaml")
+}
+
+// HelmTemplate runs `helm template <release> <chart> --namespace <namespace> -f OfflineValues()
+// <args...>` with the helm make installs into bin/ and returns what it printed: the manifests on
+// success, helm's error message (stderr) otherwise. The test's own values files and --set come
+// after OfflineValues and win. It never fails the test itself, so tests can expect errors.
 func HelmTemplate(t TB, release, namespace string, args ...string) (string, error) {
 	t.Helper()
-	return Helm(t, append([]string{"template", release, ChartDir(), "--namespace", namespace}, args...)...)
+	return Helm(t, append([]string{"template", release, ChartDir(), "--namespace", namespace, "-f", OfflineValues()}, args...)...)
 }
 
 // Helm runs bin/helm with args (at most one minute) and returns its standard output, or an

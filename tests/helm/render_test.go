@@ -15,16 +15,27 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
+	"github.com/s3csi/s3-csi-driver/pkg/podcontract"
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
+// TestLint: helm lint --strict passes with the values an offline render must set
+// (harness.OfflineValues) and with each mode's values over them; with the defaults alone it
+// fails, naming those values (lint renders without a cluster).
 func TestLint(t *testing.T) {
-	cases := [][]string{{"lint", harness.ChartDir(), "--strict"}}
+	cases := [][]string{{"lint", harness.ChartDir(), "--strict", "--values", harness.OfflineValues()}}
 	for _, m := range modes {
-		cases = append(cases, []string{"lint", harness.ChartDir(), "--strict", "--values", m.valuesFile()})
+		cases = append(cases, []string{"lint", harness.ChartDir(), "--strict", "--values", harness.OfflineValues(), "--values", m.valuesFile()})
+	}
+	if out, err := harness.Helm(t, "lint", harness.ChartDir(), "--strict"); err == nil ||
+		!strings.Contains(out+err.Error(), "rendered without access to a cluster") || !strings.Contains(out+err.Error(), "set mounter.defaultMode") {
+		t.Errorf("helm lint with the defaults alone: %v\n%s\nwant the refusal naming the values an offline render needs", err, out)
 	}
 	for _, args := range cases {
 		if out, err := harness.Helm(t, args...); err != nil {
@@ -268,8 +279,16 @@ func TestModeRendering(t *testing.T) {
 					t.Errorf("objects in the Mountpoint namespace (-want +got):\n%s", diff)
 				}
 				pdb := typed[policyv1.PodDisruptionBudget](t, one(t, objs, "PodDisruptionBudget", "mountpoint-pods"))
-				if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 0 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/component"] != "mountpoint" {
-					t.Errorf("the Mountpoint Pods' disruption budget must refuse every eviction of them: %+v", pdb.Spec)
+				// Every Mountpoint Pod, this driver's and those Scality's 2.x driver left (which lack
+				// app.kubernetes.io/component), not the headroom pods.
+				sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+				harness.Must(t, err)
+				ours := labels.Set{podcontract.LabelComponent: podcontract.ComponentMountpoint, podcontract.LabelDriverVersion: "0.1.0"}
+				theirs := labels.Set{"s3.csi.scality.com/mountpoint-version": "", "s3.csi.scality.com/pod-uid": "u", "s3.csi.scality.com/volume-name": "pv",
+					podcontract.LabelDriverVersion: "2.1.1"}
+				headroom := labels.Set{"app": "mountpoint-headroom", podcontract.LabelComponent: "headroom"}
+				if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 0 || !sel.Matches(ours) || !sel.Matches(theirs) || sel.Matches(headroom) {
+					t.Errorf("the Mountpoint Pods' disruption budget must refuse every eviction of this driver's and 2.x's Mountpoint Pods, not of headroom pods: %+v", pdb.Spec)
 				}
 				ns := typed[corev1.Namespace](t, one(t, objs, "Namespace", m.mpNamespace))
 				for _, l := range []string{"enforce", "audit", "warn"} {
@@ -284,10 +303,14 @@ func TestModeRendering(t *testing.T) {
 				if len(mpNamespaced) != 0 {
 					t.Errorf("without pod mode nothing may be rendered in or for %s: %v", m.mpNamespace, mpNamespaced)
 				}
-				for _, kind := range []string{"Namespace", "PriorityClass"} {
-					if got := find(objs, kind, ""); len(got) != 0 {
-						t.Errorf("without pod mode no %s is needed, rendered %d", kind, len(got))
-					}
+				if got := find(objs, "PriorityClass", ""); len(got) != 0 {
+					t.Errorf("without pod mode no PriorityClass is needed, rendered %d", len(got))
+				}
+				// The Namespace is rendered whatever the modes: a release that ran pod mode
+				// (this chart's, or Scality's 2.x) owns it with live Mountpoint Pods in it, and
+				// Helm would delete it were it left out.
+				if got := find(objs, "Namespace", m.mpNamespace); len(got) != 1 {
+					t.Errorf("without pod mode the Mountpoint namespace must still be rendered, rendered %d", len(got))
 				}
 				for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
 					if got := find(objs, kind, "scality-csi-controller"); len(got) != 0 {
@@ -376,8 +399,10 @@ func TestModeRendering(t *testing.T) {
 			if e := env["CSI_NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 				t.Errorf("CSI_NODE_NAME must come from spec.nodeName: %+v", e)
 			}
-			if _, ok := env["AWS_ACCESS_KEY_ID"]; ok != m.hasCredential {
-				t.Errorf("driver credentials in the node env: %v, want %v", ok, m.hasCredential)
+			// Without s3.credentials.secretName: s3-secret (Scality's charts' default), optional.
+			if e, ok := env["AWS_ACCESS_KEY_ID"]; !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+				(e.ValueFrom.SecretKeyRef.Name == "s3-secret") == m.hasCredential || !ptr.Deref(e.ValueFrom.SecretKeyRef.Optional, false) {
+				t.Errorf("driver credentials in the node env: %+v, want the configured Secret or s3-secret, optional", e)
 			}
 		})
 	}
@@ -441,7 +466,8 @@ func TestValuesReachPods(t *testing.T) {
 	// Headroom: the lowest priority, never preempting, on the pod-mode nodes (pod is the
 	// default here: every node not labelled systemd), holding its requests, restricted.
 	hc := typed[schedulingv1.PriorityClass](t, one(t, objs, "PriorityClass", "mount-s3-headroom"))
-	if hc.Value != -1000 || hc.PreemptionPolicy == nil || *hc.PreemptionPolicy != corev1.PreemptNever {
+	// -10 and Never: the class of this name Scality's 2.x chart made (immutable fields).
+	if hc.Value != -10 || hc.PreemptionPolicy == nil || *hc.PreemptionPolicy != corev1.PreemptNever {
 		t.Errorf("headroom priority class: %+v", hc)
 	}
 	hr := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "mountpoint-headroom")).Spec.Template.Spec
@@ -501,12 +527,14 @@ func TestValuesReachPods(t *testing.T) {
 	if got, _ := flagValue(container(t, node, "s3-plugin").Args, "s3-ca-bundle"); got != "/etc/s3-csi/ca/ca-bundle.crt" {
 		t.Errorf("--s3-ca-bundle = %q", got)
 	}
-	// No driver credentials configured: no AWS variables anywhere.
+	// No driver credentials configured: the Secret s3-secret (the default of Scality's charts),
+	// optional in both the node plugin and the CSI controller.
 	for _, spec := range []corev1.PodSpec{node, ctrl} {
 		for _, c := range spec.Containers {
 			for _, e := range c.Env {
-				if strings.HasPrefix(e.Name, "AWS_") {
-					t.Errorf("%s has %s without s3.credentials.secretName", c.Name, e.Name)
+				if strings.HasPrefix(e.Name, "AWS_") && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+					e.ValueFrom.SecretKeyRef.Name != "s3-secret" || (e.Name != "AWS_SESSION_TOKEN" && !ptr.Deref(e.ValueFrom.SecretKeyRef.Optional, false))) {
+					t.Errorf("%s has %s %+v without s3.credentials.secretName, want s3-secret, optional", c.Name, e.Name, e.ValueFrom)
 				}
 			}
 		}

@@ -13,7 +13,7 @@ may use. "s3csi.systemd" and "s3csi.pod" are "true" (or empty) and decide what i
 
 {{/* The modes in use as a JSON list, after checking them against the default mode. */}}
 {{- define "s3csi.modes" -}}
-{{- $default := .Values.mounter.defaultMode -}}
+{{- $default := include "s3csi.defaultMode" . -}}
 {{- $modes := .Values.mounter.modesInUse | default (list $default) -}}
 {{- if not (has $default $modes) -}}
 {{- fail (printf "mounter.defaultMode %q must be one of mounter.modesInUse %v: the default mode is used by every node without a label" $default $modes) -}}
@@ -39,28 +39,29 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-The selector of the node DaemonSet or the controller Deployment, which the API server never lets
-change: the live object's when there is one (a release upgraded from the Scality 1.x/2.x chart,
-whose selectors are app + app.kubernetes.io/name + app.kubernetes.io/instance, keeps them, and so
-does a rollback to it), else app=<name>. Arguments: root, kind, name.
+The selector of the node DaemonSet and of the controller and Pod Reconciler Deployments, which
+the API server never lets change: always the one Scality's releases used (app=<name>,
+app.kubernetes.io/name: its chart's name or nameOverride, app.kubernetes.io/instance: the
+release, left out for a release named "kustomize";
+scality/mountpoint-s3-csi-driver@1.0.0..2.2.0:charts/scality-mountpoint-s3-csi-driver/templates/
+node.yaml and _helpers.tpl "selectorLabels"), so that an upgrade over a Scality release, a rollback
+to it and an offline render (helm template, GitOps) all give the same selector without reading
+the cluster. Arguments: root, name.
 */}}
 {{- define "s3csi.selectorLabels" -}}
-{{- $sel := dict "app" .name -}}
-{{- $live := lookup "apps/v1" .kind .root.Release.Namespace .name -}}
-{{- if $live -}}
-{{- with (($live.spec).selector).matchLabels }}{{ $sel = . }}{{ end -}}
-{{- end -}}
-{{- toYaml $sel -}}
+app: {{ .name }}
+app.kubernetes.io/name: {{ .root.Values.nameOverride | default "scality-mountpoint-s3-csi-driver" | trunc 63 | trimSuffix "-" }}
+{{- if ne .root.Release.Name "kustomize" }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end }}
 {{- end -}}
 
 {{/*
-Labels of the pods of the node DaemonSet or the controller Deployment: the selector's (which
-win), then podLabels, then the common labels and app=<name>. Arguments: root, kind, name,
-podLabels.
+Labels of the pods of the node DaemonSet or a Deployment: the selector's (which win), then
+podLabels, then the common labels. Arguments: root, name, podLabels.
 */}}
 {{- define "s3csi.podTemplateLabels" -}}
 {{- $common := include "s3csi.labels" .root | fromYaml -}}
-{{- $_ := set $common "app" .name -}}
 {{- $labels := merge (include "s3csi.selectorLabels" . | fromYaml) (deepCopy (.podLabels | default dict)) $common -}}
 {{- toYaml $labels -}}
 {{- end -}}
@@ -80,7 +81,7 @@ podLabels.
 {{- if and .Values.tls.caBundle .Values.tls.existingConfigMap -}}
 {{- fail "tls.caBundle and tls.existingConfigMap are exclusive: set the PEM bundle or name a ConfigMap holding it, not both" -}}
 {{- end -}}
-{{- if .Values.tls.caBundle -}}s3-csi-ca-bundle{{- else -}}{{ .Values.tls.existingConfigMap }}{{- end -}}
+{{- if .Values.tls.caBundle -}}{{ .Values.tls.configMapName }}{{- else -}}{{ .Values.tls.existingConfigMap }}{{- end -}}
 {{- end -}}
 
 {{/* Where the CA bundle is mounted in the node plugin and the CSI controller. */}}
@@ -121,50 +122,24 @@ podLabels.
 {{- end -}}
 
 {{/*
-The driver-level credentials: s3.credentials, or, with secretName empty and keepLive, the Secret
-and keys the live node plugin's s3-plugin container takes AWS_ACCESS_KEY_ID,
-AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from, if that Secret exists. So an upgrade from the
-Scality 1.x/2.x chart, whose node plugin used s3CredentialSecret (default s3-secret) without
-the user setting it, keeps its credentials; and, since this chart's node plugin takes them the
-same way, so does every later upgrade.
-*/}}
-{{- define "s3csi.credentials" -}}
-{{- $c := deepCopy .Values.s3.credentials -}}
-{{- if and (not $c.secretName) $c.keepLive -}}
-{{- $ds := lookup "apps/v1" "DaemonSet" .Release.Namespace "s3-csi-node" -}}
-{{- $live := dict -}}
-{{- if $ds -}}
-{{- range (dig "spec" "template" "spec" "containers" list $ds) -}}
-{{- if eq .name "s3-plugin" -}}
-{{- range (.env | default list) -}}
-{{- $ref := dig "valueFrom" "secretKeyRef" dict . -}}
-{{- if $ref.name -}}
-{{- if eq .name "AWS_ACCESS_KEY_ID" }}{{ $_ := set $live "secretName" $ref.name }}{{ $_ := set $live "accessKeyIdKey" $ref.key }}{{ end -}}
-{{- if eq .name "AWS_SECRET_ACCESS_KEY" }}{{ $_ := set $live "secretAccessKeyKey" $ref.key }}{{ $_ := set $live "secretAccessKeyName" $ref.name }}{{ end -}}
-{{- if eq .name "AWS_SESSION_TOKEN" }}{{ $_ := set $live "sessionTokenKey" $ref.key }}{{ end -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- if and $live.secretName $live.secretAccessKeyKey (eq $live.secretName $live.secretAccessKeyName) (lookup "v1" "Secret" .Release.Namespace $live.secretName) -}}
-{{- $_ := set $c "secretName" $live.secretName -}}
-{{- $_ := set $c "accessKeyIdKey" $live.accessKeyIdKey -}}
-{{- $_ := set $c "secretAccessKeyKey" $live.secretAccessKeyKey -}}
-{{- if $live.sessionTokenKey }}{{ $_ := set $c "sessionTokenKey" $live.sessionTokenKey }}{{ end -}}
-{{- end -}}
-{{- end -}}
-{{- toYaml $c -}}
-{{- end -}}
-
-{{/*
-The driver-level credential variables; "optional" is true on the node plugin (a node can serve
-secret-authenticated volumes without them) and false on the CSI controller.
+The driver-level credential variables, from s3.credentials.secretName: "optional" is true on the
+node plugin (a node can serve secret-authenticated volumes without them) and false on the CSI
+controller. An empty secretName is the Secret Scality's 1.x and 2.x charts defaulted to
+(s3CredentialSecret.name s3-secret; scality/mountpoint-s3-csi-driver@1.0.0..2.2.0:charts/
+scality-mountpoint-s3-csi-driver/values.yaml), optional in both: a release upgraded from them
+keeps its credentials without the chart reading the cluster, and an install without that Secret
+has none.
 */}}
 {{- define "s3csi.credentialsEnv" -}}
-{{- $c := include "s3csi.credentials" .root | fromYaml -}}
+{{- $c := deepCopy .root.Values.s3.credentials -}}
+{{- $optional := .optional -}}
+{{- if not $c.secretName -}}
+{{- $_ := set $c "secretName" "s3-secret" -}}
+{{- $optional = true -}}
+{{- end -}}
 {{- if and .controller .root.Values.s3.credentials.controllerSecretName -}}
 {{- $_ := set $c "secretName" .root.Values.s3.credentials.controllerSecretName -}}
+{{- $optional = .optional -}}
 {{- end -}}
 {{- if $c.secretName }}
 - name: AWS_ACCESS_KEY_ID
@@ -172,13 +147,13 @@ secret-authenticated volumes without them) and false on the CSI controller.
     secretKeyRef:
       name: {{ $c.secretName }}
       key: {{ $c.accessKeyIdKey }}
-      optional: {{ .optional }}
+      optional: {{ $optional }}
 - name: AWS_SECRET_ACCESS_KEY
   valueFrom:
     secretKeyRef:
       name: {{ $c.secretName }}
       key: {{ $c.secretAccessKeyKey }}
-      optional: {{ .optional }}
+      optional: {{ $optional }}
 - name: AWS_SESSION_TOKEN
   valueFrom:
     secretKeyRef:
@@ -214,10 +189,85 @@ renames the namespace of their Roles.
 {{- end -}}
 
 {{/*
+"true" when the chart is rendered with access to a cluster (helm install and upgrade), empty
+when rendered offline (helm template, helm install --dry-run=client, Argo CD, a Flux
+post-renderer's input): lookup then returns nothing, and kube-system exists in every cluster.
+*/}}
+{{- define "s3csi.online" -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The live node DaemonSet s3-csi-node of the release namespace as JSON ({} offline or when there
+is none): this chart's, or one of Scality's releases when this is the upgrade over it.
+*/}}
+{{- define "s3csi.liveNodePlugin" -}}
+{{- toJson (lookup "apps/v1" "DaemonSet" .Release.Namespace "s3-csi-node" | default dict) -}}
+{{- end -}}
+
+{{/*
+Values whose right setting depends on what ran before (a new install, Scality's 1.x or 2.x
+driver, an earlier release of this chart). helm install and upgrade derive each unset one from
+the cluster; an offline render cannot, so it fails here, naming each one to set, rather than
+render something that differs from what helm upgrade would.
+*/}}
+{{- define "s3csi.requireOffline" -}}
+{{- if not (include "s3csi.online" .) -}}
+{{- $missing := list -}}
+{{- if not .Values.mounter.defaultMode -}}
+{{- $missing = append $missing "mounter.defaultMode (systemd for a new install or an upgrade over Scality's 1.x driver, pod over Scality's 2.x driver)" -}}
+{{- end -}}
+{{- if not .Values.node.publishSecretScope -}}
+{{- $missing = append $missing "node.publishSecretScope (claim for a new install; any over Scality's driver or a release that predates it, whose volumes may name a Secret of any namespace)" -}}
+{{- end -}}
+{{- if not (kindIs "slice" .Values.controller.provisioner.secretNamespaces) -}}
+{{- $missing = append $missing "controller.provisioner.secretNamespaces ([] for none on a new install; the namespaces of your StorageClasses' provisioner secrets, or [\"*\"] as Scality's driver allowed)" -}}
+{{- end -}}
+{{- with $missing -}}
+{{- fail (printf "the chart is rendered without access to a cluster (helm template or a GitOps tool), so it cannot tell a new install from an upgrade: set %s (docs/upgrade.md#gitops)" (join "; " .)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The cluster default mode: mounter.defaultMode when set; else, with a cluster, the live node
+plugin's: this chart's --default-mounter, or pod where a Scality release ran pod mode (2.x,
+whose node plugin has no systemd socket, or 1.x with MOUNTER_KIND=pod;
+scality/mountpoint-s3-csi-driver@1.0.0..2.2.0:charts/scality-mountpoint-s3-csi-driver/templates/
+node.yaml), systemd for a Scality release in systemd mode and for a new install
+(mountmode.Default). Offline and unset: refused (s3csi.requireOffline).
+*/}}
+{{- define "s3csi.defaultMode" -}}
+{{- if .Values.mounter.defaultMode -}}
+{{- .Values.mounter.defaultMode -}}
+{{- else -}}
+{{- include "s3csi.requireOffline" . -}}
+{{- $ds := include "s3csi.liveNodePlugin" . | fromJson -}}
+{{- $mode := "systemd" -}}
+{{- if $ds -}}
+{{- $spec := dig "spec" "template" "spec" dict $ds -}}
+{{- $flag := regexFind "--default-mounter=(systemd|pod)" (toJson (dig "containers" list $spec)) -}}
+{{- if $flag -}}
+{{- $mode = trimPrefix "--default-mounter=" $flag -}}
+{{- else -}}
+{{- $systemdBus := false -}}
+{{- range (dig "volumes" list $spec) }}{{ if eq .name "systemd-bus" }}{{ $systemdBus = true }}{{ end }}{{ end -}}
+{{- if or (not $systemdBus) (contains "\"MOUNTER_KIND\",\"value\":\"pod\"" (toJson (dig "containers" list $spec))) -}}
+{{- $mode = "pod" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $mode -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 With access to a cluster (helm install/upgrade; not helm template), refuse modes that nodes use
 but mounter.modesInUse leaves out: a node labelled s3.csi.scality.com/mounter with such a mode,
 or one whose plugin reports it in the annotation s3.csi.scality.com/effective-mounter (it may
-hold live mounts of that mode, which need that mode's host access to be unmounted).
+hold live mounts of that mode, which need that mode's host access to be unmounted); and pod
+mode left out while Mountpoint Pods run (this chart's or those Scality's 2.x driver left, which
+carry the same driver-version label): their mounts need pod mode to be kept and retired.
 */}}
 {{- define "s3csi.checkNodes" -}}
 {{- $modes := include "s3csi.modes" . | fromJsonArray -}}
@@ -234,38 +284,54 @@ hold live mounts of that mode, which need that mode's host access to be unmounte
 {{- fail (printf "node %s currently mounts in %s mode (annotation s3.csi.scality.com/effective-mounter) but mounter.modesInUse is %v: keep %s in mounter.modesInUse until the node has moved and its %s mounts are gone (docs/migration.md)" $name $effective $modes $effective $effective) -}}
 {{- end -}}
 {{- end -}}
+{{- if not (has "pod" $modes) -}}
+{{- range $p := ((lookup "v1" "Pod" .Values.mountpointPod.namespace "").items | default list) -}}
+{{- if hasKey ($p.metadata.labels | default dict) "s3.csi.scality.com/mounted-by-csi-driver-version" -}}
+{{- fail (printf "Mountpoint Pod %s/%s serves mounts on node %s but mounter.modesInUse is %v: add pod to mounter.modesInUse (after Scality's 2.x driver: mounter.defaultMode pod) until those mounts are gone (docs/upgrade.md)" $p.metadata.namespace $p.metadata.name ($p.spec.nodeName | default "?") $modes) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
 Where a node-publish Secret may live (--node-publish-secret-scope): node.publishSecretScope
-when set; else claim on a new install, and on an upgrade what the release's node DaemonSet had,
-"any" when it predates the flag (earlier releases, Scality's 1.x and 2.x charts): an upgrade
+when set; else, with a cluster, claim on a new install, and over a live node plugin what it had:
+"any" when it predates the flag (earlier releases, Scality's 1.x and 2.x charts), so an upgrade
 never starts refusing volumes that mounted before it (docs/security.md, tenant isolation).
+Offline and unset: refused (s3csi.requireOffline).
 */}}
 {{- define "s3csi.secretScope" -}}
 {{- if .Values.node.publishSecretScope -}}
 {{- .Values.node.publishSecretScope -}}
-{{- else if .Release.IsUpgrade -}}
-{{- $ds := lookup "apps/v1" "DaemonSet" .Release.Namespace "s3-csi-node" -}}
+{{- else -}}
+{{- include "s3csi.requireOffline" . -}}
+{{- $ds := include "s3csi.liveNodePlugin" . | fromJson -}}
+{{- if $ds -}}
 {{- $had := regexFind "--node-publish-secret-scope=(claim|any)" (toJson (dig "spec" "template" "spec" "containers" list $ds)) -}}
 {{- if $had -}}{{ trimPrefix "--node-publish-secret-scope=" $had }}{{- else -}}any{{- end -}}
 {{- else -}}
 claim
 {{- end -}}
 {{- end -}}
+{{- end -}}
 
 {{/*
 Namespaces whose Secrets the provisioner may read, as a JSON list:
-controller.provisioner.secretNamespaces when set; else none on a new install and, on an upgrade,
-every namespace when the release's ClusterRole granted Secrets or the release has none of this
-chart (earlier releases defaulted to every namespace, Scality's charts too): an upgrade never
-takes away what provisioning and deletion of existing volumes read.
+controller.provisioner.secretNamespaces when set; else, with a cluster, none on a new install
+and, over a live node plugin, every namespace when the release's provisioner ClusterRole
+granted Secrets or the release has none of this chart (earlier releases defaulted to every
+namespace, Scality's charts too: scality/mountpoint-s3-csi-driver@1.2.0..2.2.0:charts/
+scality-mountpoint-s3-csi-driver/templates/serviceaccount-csi-controller.yaml): an upgrade never
+takes away what provisioning and deletion of existing volumes read. Offline and unset: refused
+(s3csi.requireOffline).
 */}}
 {{- define "s3csi.secretNamespaces" -}}
 {{- $set := .Values.controller.provisioner.secretNamespaces -}}
 {{- if kindIs "slice" $set -}}
 {{- toJson $set -}}
-{{- else if .Release.IsUpgrade -}}
+{{- else -}}
+{{- include "s3csi.requireOffline" . -}}
+{{- if include "s3csi.liveNodePlugin" . | fromJson -}}
 {{- $cr := lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" "scality-s3-csi-provisioner" -}}
 {{- if or (not $cr) (contains "\"secrets\"" (toJson (dig "rules" list $cr))) -}}
 ["*"]
@@ -275,6 +341,44 @@ takes away what provisioning and deletion of existing volumes read.
 {{- else -}}
 []
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The service accounts of the node plugin and the controller: node.serviceAccount.name and
+controller.serviceAccount.name when set; else this chart's names when it creates the accounts
+(create: true), and the names Scality's charts defaulted to when it does not (create: false:
+the account exists already, and a user who carried create: false from Scality's chart made it
+under that name; scality/mountpoint-s3-csi-driver@1.0.0..2.2.0:charts/
+scality-mountpoint-s3-csi-driver/values.yaml node.serviceAccount.name,
+controller.serviceAccount.name).
+*/}}
+{{- define "s3csi.nodeServiceAccount" -}}
+{{- .Values.node.serviceAccount.name | default (ternary "s3-csi-node" "s3-csi-driver-sa" .Values.node.serviceAccount.create) -}}
+{{- end -}}
+
+{{- define "s3csi.controllerServiceAccount" -}}
+{{- .Values.controller.serviceAccount.name | default (ternary "s3-csi-controller" "s3-csi-driver-controller-sa" .Values.controller.serviceAccount.create) -}}
+{{- end -}}
+
+{{/*
+Checks every template runs first (each template starts with include "s3csi.guard"), before it
+reads a value: that the values are this chart's (helm upgrade --reuse-values replaces a chart's
+defaults with the previous chart's, Scality's or an earlier version of this one, and values
+this chart would misread or never see went unnoticed), that no value of Scality's charts is
+carried, and what an offline render needs (s3csi.requireOffline). A refusal happens at render,
+before any object changes. (The node DaemonSet's template also checks the nodes' modes,
+s3csi.checkNodes, once.)
+*/}}
+{{- define "s3csi.guard" -}}
+{{- if ne (toString .Values.chartDefaults) .Chart.Version -}}
+{{- if or (hasKey .Values "s3CredentialSecret") (hasKey .Values "experimental") (hasKey .Values "initContainer") (not (hasKey .Values "mounter")) -}}
+{{- fail (printf "these values are those of Scality's chart (scality-mountpoint-s3-csi-driver), not this chart's: helm upgrade --reuse-values replaces a chart's defaults with the previous release's. Nothing was changed. Run helm upgrade %s <this chart> -n %s -f values.yaml without --reuse-values (with --take-ownership over Scality's 2.x), your values translated as docs/upgrade.md says" .Release.Name .Release.Namespace) -}}
+{{- end -}}
+{{- fail (printf "these values are the defaults of chart version %s, not of this chart (%s): helm upgrade --reuse-values replaces a chart's defaults with the previous release's. Nothing was changed. Run helm upgrade %s <this chart> -n %s --reset-then-reuse-values (Helm 3.14 or later: your values over this chart's defaults), or with -f values.yaml" (toString (.Values.chartDefaults | default "unknown")) .Chart.Version .Release.Name .Release.Namespace) -}}
+{{- end -}}
+{{- include "s3csi.refuse1x" . -}}
+{{- include "s3csi.requireOffline" . -}}
 {{- end -}}
 
 {{/*
