@@ -22,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/s3csi/s3-csi-driver/tests/harness"
+	"github.com/s3csi/s3-csi-driver/tests/scality"
 )
 
 // TestNodeScopedWritesPolicy applies the chart's RBAC and its admission policy to a real
@@ -216,12 +217,35 @@ func TestNodeScopedWritesPolicy(t *testing.T) {
 }
 
 // TestPublishSecretScopeValue: the node plugin's --node-publish-secret-scope is
-// node.publishSecretScope when set; empty, claim on a new install and, on an upgrade of a
-// release whose node DaemonSet predates the flag (helm template's lookup finds nothing, as for
-// an earlier release or Scality's charts), any, so the upgrade refuses no volume that mounted
-// before it; the notes then say so.
+// node.publishSecretScope when set; empty, with a cluster: claim on a new install, any over a
+// release whose node DaemonSet predates the flag (Scality's charts, earlier releases), so the
+// upgrade refuses no volume that mounted before it, and what the release's DaemonSet had over
+// this chart's; the notes say when it is any. Offline, empty is refused (TestUpgradeFromScality).
 func TestPublishSecretScopeValue(t *testing.T) {
+	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true})
+	kubeconfig := k.Kubeconfig(t, "helm-scope", "system:masters")
+	helm := func(args ...string) (string, error) { return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...) }
 	m := modes[0]
+	scope := func(manifest string) string {
+		objs, err := harness.DecodeManifests(manifest)
+		harness.Must(t, err)
+		var got []string
+		for _, ctr := range typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node")).Spec.Template.Spec.Containers {
+			for _, a := range ctr.Args {
+				if v, ok := strings.CutPrefix(a, "--node-publish-secret-scope="); ok {
+					got = append(got, ctr.Name+":"+v)
+				}
+			}
+		}
+		return strings.Join(got, ",")
+	}
+	// dryRun renders verb (install or upgrade) with the cluster and returns the manifest and notes.
+	dryRun := func(verb, rel, ns string, args ...string) (string, string) {
+		out, err := helm(append([]string{verb, rel, harness.ChartDir(), "-n", ns, "--dry-run=server", "-o", "json", "--values", m.valuesFile(), "--set", "crd.install=false",
+			"--set-json", "controller.provisioner.secretNamespaces=[]"}, args...)...)
+		harness.Must(t, err)
+		return dryRunOutput(t, out)
+	}
 	for _, c := range []struct {
 		name  string
 		args  []string
@@ -230,52 +254,57 @@ func TestPublishSecretScopeValue(t *testing.T) {
 	}{
 		{"new install", nil, "claim", false},
 		{"new install, any", []string{"--set", "node.publishSecretScope=any"}, "any", true},
-		{"upgrade of a release without the flag", []string{"--is-upgrade"}, "any", true},
-		{"upgrade, claim asked", []string{"--is-upgrade", "--set", "node.publishSecretScope=claim"}, "claim", false},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, objs := m.render(t, c.args...)
-			ds := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node"))
-			var got []string
-			for _, ctr := range ds.Spec.Template.Spec.Containers {
-				for _, a := range ctr.Args {
-					if v, ok := strings.CutPrefix(a, "--node-publish-secret-scope="); ok {
-						got = append(got, ctr.Name+":"+v)
-					}
-				}
-			}
-			if len(got) != 1 || got[0] != "s3-plugin:"+c.want {
-				t.Errorf("--node-publish-secret-scope: %v, want s3-plugin:%s", got, c.want)
-			}
-			if slices.Contains(c.args, "--is-upgrade") {
-				return // helm install --dry-run below renders an install's notes only
-			}
-			// helm install --dry-run asks a cluster for its version: the test API server, as an
-			// administrator.
-			kubeconfig := apiServer(t).Kubeconfig(t, "helm-notes", "system:masters")
-			out, err := harness.Helm(t, append([]string{"install", release, harness.ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--dry-run=client", "--values", m.valuesFile(), "--set", "crd.install=false"}, c.args...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, notes, _ := strings.Cut(out, "NOTES:")
-			if got := strings.Contains(notes, "node-publish Secrets may live in any namespace"); got != c.notes {
-				t.Errorf("notes warn of any namespace: %v, want %v:\n%s", got, c.notes, notes)
-			}
-		})
+		manifest, notes := dryRun("install", release, "scope-new", c.args...)
+		if got := scope(manifest); got != "s3-plugin:"+c.want {
+			t.Errorf("%s: --node-publish-secret-scope %s, want s3-plugin:%s", c.name, got, c.want)
+		}
+		if got := strings.Contains(notes, "node-publish Secrets may live in any namespace"); got != c.notes {
+			t.Errorf("%s: notes warn of any namespace: %v, want %v:\n%s", c.name, got, c.notes, notes)
+		}
 	}
-	_, err := harness.HelmTemplate(t, release, namespace, "--values", m.valuesFile(), "--set", "node.publishSecretScope=everyone")
+	// Over Scality's 1.2.0 release (no flag): any, kept as the notes say; asked: claim.
+	chart, err := scality.Chart(t.TempDir(), scality.R120)
+	harness.Must(t, err)
+	if out, err := helm("install", "scality", chart, "-n", "scope-scality", "--create-namespace"); err != nil {
+		t.Fatalf("install Scality's 1.2.0: %v\n%s", err, out)
+	}
+	manifest, notes := dryRun("upgrade", "scality", "scope-scality")
+	if got := scope(manifest); got != "s3-plugin:any" || !strings.Contains(notes, "kept from\nbefore this upgrade") {
+		t.Errorf("over Scality's release: %s, notes:\n%s\nwant s3-plugin:any, said kept", got, notes)
+	}
+	if manifest, _ := dryRun("upgrade", "scality", "scope-scality", "--set", "node.publishSecretScope=claim"); scope(manifest) != "s3-plugin:claim" {
+		t.Errorf("over Scality's release, claim asked: %s", scope(manifest))
+	}
+	if out, err := helm("uninstall", "scality", "-n", "scope-scality", "--wait"); err != nil {
+		t.Fatalf("uninstall: %v\n%s", err, out)
+	}
+	// Over this chart's release with claim: claim stays.
+	if out, err := helm("install", release, harness.ChartDir(), "-n", "scope-ours", "--create-namespace", "--values", m.valuesFile(), "--set", "crd.install=false",
+		"--set", "node.publishSecretScope=claim", "--set-json", "controller.provisioner.secretNamespaces=[]", "--set", "mountpointPod.createNamespace=false"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	if manifest, _ := dryRun("upgrade", release, "scope-ours", "--set", "mountpointPod.createNamespace=false"); scope(manifest) != "s3-plugin:claim" {
+		t.Errorf("over this chart's release with claim: %s, want it kept", scope(manifest))
+	}
+	_, err = harness.HelmTemplate(t, release, namespace, "--values", m.valuesFile(), "--set", "node.publishSecretScope=everyone")
 	if err == nil || !strings.Contains(err.Error(), "publishSecretScope") {
 		t.Errorf("node.publishSecretScope=everyone: %v, want a schema error naming the value", err)
 	}
 }
 
-// TestSecretNamespacesDefault: with controller.provisioner.secretNamespaces unset, a new
-// install lets the provisioner read no Secret, and an upgrade of a release whose provisioner
-// ClusterRole is not found (helm template's lookup: an earlier release's default, or another
-// chart's) keeps every namespace; a list set explicitly wins either way.
+// TestSecretNamespacesDefault: with controller.provisioner.secretNamespaces unset and a
+// cluster, a new install lets the provisioner read no Secret; an upgrade over a release whose
+// provisioner ClusterRole is not this chart's (Scality's charts, whose controller read Secrets
+// everywhere) keeps every namespace; one over this chart's keeps what its ClusterRole had; a
+// list set explicitly wins either way.
 func TestSecretNamespacesDefault(t *testing.T) {
+	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true})
+	kubeconfig := k.Kubeconfig(t, "helm-secretns", "system:masters")
 	m := modes[0] // systemd: secretNamespaces unset
-	grants := func(objs []*unstructured.Unstructured) (cluster bool, roles []string) {
+	grants := func(manifest string) (cluster bool, roles []string) {
+		objs, err := harness.DecodeManifests(manifest)
+		harness.Must(t, err)
 		for _, cr := range find(objs, "ClusterRole", "") {
 			for _, r := range typed[rbacv1.ClusterRole](t, cr).Rules {
 				cluster = cluster || slices.Contains(r.Resources, "secrets")
@@ -286,19 +315,32 @@ func TestSecretNamespacesDefault(t *testing.T) {
 		}
 		return cluster, roles
 	}
+	dryRun := func(verb, rel, ns string, args ...string) string {
+		out, err := harness.Helm(t, append([]string{verb, rel, harness.ChartDir(), "-n", ns, "--dry-run=server", "-o", "json", "--kubeconfig", kubeconfig, "--values", m.valuesFile(),
+			"--set", "crd.install=false", "--set", "node.publishSecretScope=claim", "--set", "mountpointPod.createNamespace=false"}, args...)...)
+		harness.Must(t, err)
+		manifest, _ := dryRunOutput(t, out)
+		return manifest
+	}
+	if cluster, roles := grants(dryRun("install", release, "secretns-new")); cluster || roles != nil {
+		t.Errorf("new install: Secrets everywhere %v, Roles in %v; want none", cluster, roles)
+	}
+	chart, err := scality.Chart(t.TempDir(), scality.R200)
+	harness.Must(t, err)
+	if out, err := harness.Helm(t, "install", "scality", chart, "-n", "secretns-scality", "--create-namespace", "--kubeconfig", kubeconfig); err != nil {
+		t.Fatalf("install Scality's 2.0.0: %v\n%s", err, out)
+	}
 	for _, c := range []struct {
-		name    string
-		args    []string
-		cluster bool
-		roles   []string
+		name, verb, rel, ns string
+		args                []string
+		cluster             bool
+		roles               []string
 	}{
-		{"new install", nil, false, nil},
-		{"upgrade", []string{"--is-upgrade"}, true, nil},
-		{"upgrade, list set", []string{"--is-upgrade", "--set", "controller.provisioner.secretNamespaces={storage}"}, false, []string{"storage"}},
-		{"upgrade, none set", []string{"--is-upgrade", "--set-json", "controller.provisioner.secretNamespaces=[]"}, false, nil},
+		{"over Scality's release", "upgrade", "scality", "secretns-scality", []string{"--take-ownership"}, true, nil},
+		{"over Scality's, list set", "upgrade", "scality", "secretns-scality", []string{"--take-ownership", "--set", "controller.provisioner.secretNamespaces={storage}"}, false, []string{"storage"}},
+		{"over Scality's, none set", "upgrade", "scality", "secretns-scality", []string{"--take-ownership", "--set-json", "controller.provisioner.secretNamespaces=[]"}, false, nil},
 	} {
-		_, objs := m.render(t, c.args...)
-		cluster, roles := grants(objs)
+		cluster, roles := grants(dryRun(c.verb, c.rel, c.ns, c.args...))
 		if cluster != c.cluster || !slices.Equal(roles, c.roles) {
 			t.Errorf("%s: Secrets everywhere %v, Roles in %v; want %v, %v", c.name, cluster, roles, c.cluster, c.roles)
 		}

@@ -48,13 +48,14 @@ type mode struct {
 	sidecars      bool     // node.registration: sidecars (else builtin)
 	headroom      bool     // mountpointPod.headroom.enabled
 	restartPods   bool     // node.restartPods: the node plugin may delete workload pods
+	caBundle      bool     // tls.caBundle set
 }
 
 var modes = []mode{
 	{name: "systemd", defaultMode: "systemd", systemd: true, mpNamespace: "mount-s3", kubeletPath: "/var/lib/kubelet", hasCredential: true, systemdSocket: "/run/systemd/private"},
 	{name: "pod", defaultMode: "pod", pod: true, mpNamespace: "s3-mounts", kubeletPath: "/var/lib/k0s/kubelet", secretNS: []string{"team-a"}, headroom: true},
 	{name: "mixed", defaultMode: "systemd", systemd: true, pod: true, mpNamespace: "mount-s3", kubeletPath: "/var/lib/kubelet", secretNSAll: true, hasCredential: true,
-		systemdSocket: "/run/host-systemd/private", sidecars: true, restartPods: true},
+		systemdSocket: "/run/host-systemd/private", sidecars: true, restartPods: true, caBundle: true},
 }
 
 func (m mode) valuesFile() string { return filepath.Join("testdata", "values-"+m.name+".yaml") }

@@ -112,6 +112,19 @@ const (
 	Image = "ghcr.io/scality/mountpoint-s3-csi-driver"
 )
 
+// MountpointPodLabels are the labels of a 2.x Mountpoint Pod, exactly four: the mount-s3
+// version (empty: the chart renders MOUNTPOINT_VERSION from node.mountpointVersion, which its
+// values do not set), the first workload's UID, the PV, and the driver version. No app, no
+// app.kubernetes.io/* (SOURCES.md §2.x Mountpoint Pod).
+func MountpointPodLabels(r Release, workloadUID, pv string) map[string]string {
+	return map[string]string{
+		"s3.csi.scality.com/mountpoint-version":            "",
+		"s3.csi.scality.com/pod-uid":                       workloadUID,
+		"s3.csi.scality.com/volume-name":                   pv,
+		"s3.csi.scality.com/mounted-by-csi-driver-version": r.DriverVersion(),
+	}
+}
+
 // PriorityClasses 2.x makes, with their values.
 var PriorityClasses = map[string]int32{"mount-s3-critical": 1_000_000_000, "mount-s3-preempting": 999_999_999, "mount-s3-headroom": -10}
 
