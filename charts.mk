@@ -45,8 +45,8 @@ helm-lint: $(HELM) ## Lint the Helm chart (the offline values, then every tests/
 test-helm: build $(HELM) envtest-assets ## Chart suite: lint, goldens, dry-run on kube-apiserver, RBAC, schema, flags, Dockerfile.
 	cd $(CHARTS_MK_DIR)/tests && $(GO) test -race -count=1 -timeout 5m ./helm/...
 
-helm-golden: build $(HELM) ## Rewrite the chart's golden files and the Helm values doc (review the diff).
-	cd $(CHARTS_MK_DIR)/tests && $(GO) test -count=1 ./helm/ -run 'TestGolden|TestValuesDoc' -update
+helm-golden: build $(HELM) ## Rewrite the chart's defaults digest, golden files and the Helm values doc (review the diff).
+	cd $(CHARTS_MK_DIR)/tests && $(GO) test -count=1 ./helm/ -run 'TestChartDefaultsDigest|TestGolden|TestValuesDoc' -update
 
 # images-list: every image the chart can run (both modes, the sidecar registration: a superset
 # of any one install), one per line, for mirroring into a private registry. VALUES: your values

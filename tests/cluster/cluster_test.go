@@ -4,6 +4,8 @@ import (
 	"flag"
 	"regexp"
 	"testing"
+
+	"github.com/s3csi/s3-csi-driver/tests/scality"
 )
 
 var only = flag.String("only", "", "run only the steps whose name matches this regular expression (for development; the chart is installed anyway)")
@@ -44,10 +46,19 @@ func TestCluster(t *testing.T) {
 		{"drain", testDrain},
 		{"upgrade-rollback", testUpgradeRollback},
 		{"reboot", testReboot},
-		{"upgrade-from-1x", testUpgradeFrom1x},
-		{"upgrade-from-2x", testUpgradeFrom2x},
-		{"uninstall", testUninstall},
 	}
+	// Scality's releases users run, each taken over by every path (upgrade -f,
+	// --reuse-values, rollback, GitOps) with writers running.
+	for _, r := range scality.Releases {
+		steps = append(steps, struct {
+			name string
+			f    func(*testing.T)
+		}{"upgrade-from-scality-" + string(r), func(t *testing.T) { testUpgradeFromScality(t, r) }})
+	}
+	steps = append(steps, struct {
+		name string
+		f    func(*testing.T)
+	}{"uninstall", testUninstall})
 	for _, s := range steps {
 		if *only != "" && s.name != "install" && !regexp.MustCompile(*only).MatchString(s.name) {
 			continue

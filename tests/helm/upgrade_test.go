@@ -1,11 +1,14 @@
 package helm
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -77,5 +80,91 @@ func TestOneDefaultMode(t *testing.T) {
 		if i < 0 || !strings.Contains(string(help[i:min(len(help), i+400)]), want) {
 			t.Errorf("%s --default-mounter: want the default %s in its help", bin, want)
 		}
+	}
+}
+
+// chartDefaultsLine is values.yaml's digest line.
+var chartDefaultsLine = regexp.MustCompile(`(?m)^chartDefaults: "([0-9a-f]*)"\n`)
+
+// chartDefaultsDigest reads a chart's values.yaml and returns its chartDefaults and the
+// digest it should be (SHA-256 of the file without that line, 16 hex digits).
+func chartDefaultsDigest(t *testing.T, chart string) (have, want string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	harness.Must(t, err)
+	m := chartDefaultsLine.FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatal("values.yaml has no chartDefaults line")
+	}
+	sum := sha256.Sum256([]byte(chartDefaultsLine.ReplaceAllString(string(b), "")))
+	return m[1], hex.EncodeToString(sum[:])[:16]
+}
+
+// chartDefaultsFiles hold the digest: values.yaml, the schema and the chart's check.
+var chartDefaultsFiles = []string{"values.yaml", "values.schema.json", "templates/_helpers.tpl"}
+
+// setChartDefaults writes a chart's digest into its three files.
+func setChartDefaults(t *testing.T, chart string) {
+	t.Helper()
+	have, want := chartDefaultsDigest(t, chart)
+	for _, f := range chartDefaultsFiles {
+		p := filepath.Join(chart, f)
+		b, err := os.ReadFile(p)
+		harness.Must(t, err)
+		harness.Must(t, os.WriteFile(p, []byte(strings.ReplaceAll(string(b), have, want)), 0o644))
+	}
+}
+
+// TestChartDefaultsDigest: values.yaml's chartDefaults is the digest of the rest of the file,
+// and the chart's check (s3csi.chartDefaults) and its schema know the same one; -update (make
+// helm-golden) writes it after a change of the defaults.
+func TestChartDefaultsDigest(t *testing.T) {
+	if *update {
+		setChartDefaults(t, harness.ChartDir())
+	}
+	have, want := chartDefaultsDigest(t, harness.ChartDir())
+	if have != want {
+		t.Errorf("values.yaml's chartDefaults is %s, its digest %s: run make helm-golden", have, want)
+	}
+	schema, err := os.ReadFile(filepath.Join(harness.ChartDir(), "values.schema.json"))
+	harness.Must(t, err)
+	if n := strings.Count(string(schema), `"const": "`+want+`"`); n != 2 {
+		t.Errorf("values.schema.json names the digest %d times, want 2 (the property and the check)", n)
+	}
+	helpers, err := os.ReadFile(filepath.Join(harness.ChartDir(), "templates", "_helpers.tpl"))
+	harness.Must(t, err)
+	if !strings.Contains(string(helpers), `{{- define "s3csi.chartDefaults" -}}`+want+`{{- end -}}`) {
+		t.Errorf("templates/_helpers.tpl's s3csi.chartDefaults is not %s", want)
+	}
+}
+
+// TestReuseValuesAcrossVersions: upgraded with --reuse-values from a version of this chart
+// whose defaults differ (one default changed), the chart refuses before anything changes and
+// names --reset-then-reuse-values, which then upgrades with the user's values kept.
+func TestReuseValuesAcrossVersions(t *testing.T) {
+	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true})
+	kubeconfig := k.Kubeconfig(t, "helm-reuse", "system:masters")
+	helm := func(args ...string) (string, error) { return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...) }
+	older := filepath.Join(t.TempDir(), "scality-s3-csi-driver")
+	harness.Must(t, os.CopyFS(older, os.DirFS(harness.ChartDir())))
+	values, err := os.ReadFile(filepath.Join(older, "values.yaml"))
+	harness.Must(t, err)
+	harness.Must(t, os.WriteFile(filepath.Join(older, "values.yaml"), []byte(strings.Replace(string(values), "logLevel: 2\n", "logLevel: 3\n", 1)), 0o644))
+	setChartDefaults(t, older) // as that version's own test would have
+	const rel, ns = "s3-csi", "reuse"
+	if out, err := helm("install", rel, older, "-n", ns, "--create-namespace", "--set", "node.maxVolumesPerNode=7", "--set", "crd.install=false"); err != nil {
+		t.Fatalf("install the other version: %v\n%s", err, out)
+	}
+	_, err = helm("upgrade", rel, harness.ChartDir(), "-n", ns, "--reuse-values")
+	if err == nil || !strings.Contains(err.Error(), "these values are the defaults of another version of this chart") || !strings.Contains(err.Error(), "--reset-then-reuse-values") {
+		t.Errorf("--reuse-values from another version: %v; want the refusal naming --reset-then-reuse-values", err)
+	}
+	out, err := helm("upgrade", rel, harness.ChartDir(), "-n", ns, "--reset-then-reuse-values", "-o", "json")
+	if err != nil {
+		t.Fatalf("--reset-then-reuse-values: %v\n%s", err, out)
+	}
+	manifest, _ := dryRunOutput(t, out)
+	if !strings.Contains(manifest, "--max-volumes-per-node=7") || !strings.Contains(manifest, "--v=2") {
+		t.Errorf("--reset-then-reuse-values: want the user's value (7 volumes) and this chart's default (log level 2):\n%s", manifest)
 	}
 }

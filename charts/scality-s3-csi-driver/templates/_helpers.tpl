@@ -361,6 +361,9 @@ controller.serviceAccount.name).
 {{- .Values.controller.serviceAccount.name | default (ternary "s3-csi-controller" "s3-csi-driver-controller-sa" .Values.controller.serviceAccount.create) -}}
 {{- end -}}
 
+{{/* The digest of this chart's values.yaml (its chartDefaults; tests/helm keeps them equal). */}}
+{{- define "s3csi.chartDefaults" -}}df538ef6af79a542{{- end -}}
+
 {{/*
 Checks every template runs first (each template starts with include "s3csi.guard"), before it
 reads a value: that the values are this chart's (helm upgrade --reuse-values replaces a chart's
@@ -371,11 +374,11 @@ before any object changes. (The node DaemonSet's template also checks the nodes'
 s3csi.checkNodes, once.)
 */}}
 {{- define "s3csi.guard" -}}
-{{- if ne (toString .Values.chartDefaults) .Chart.Version -}}
+{{- if ne (toString .Values.chartDefaults) (include "s3csi.chartDefaults" .) -}}
 {{- if or (hasKey .Values "s3CredentialSecret") (hasKey .Values "experimental") (hasKey .Values "initContainer") (not (hasKey .Values "mounter")) -}}
 {{- fail (printf "these values are those of Scality's chart (scality-mountpoint-s3-csi-driver), not this chart's: helm upgrade --reuse-values replaces a chart's defaults with the previous release's. Nothing was changed. Run helm upgrade %s <this chart> -n %s -f values.yaml without --reuse-values (with --take-ownership over Scality's 2.x), your values translated as docs/upgrade.md says" .Release.Name .Release.Namespace) -}}
 {{- end -}}
-{{- fail (printf "these values are the defaults of chart version %s, not of this chart (%s): helm upgrade --reuse-values replaces a chart's defaults with the previous release's. Nothing was changed. Run helm upgrade %s <this chart> -n %s --reset-then-reuse-values (Helm 3.14 or later: your values over this chart's defaults), or with -f values.yaml" (toString (.Values.chartDefaults | default "unknown")) .Chart.Version .Release.Name .Release.Namespace) -}}
+{{- fail (printf "these values are the defaults of another version of this chart, not of this one: helm upgrade --reuse-values replaces a chart's defaults with the previous release's. Nothing was changed. Run helm upgrade %s <this chart> -n %s --reset-then-reuse-values (Helm 3.14 or later: your values over this chart's defaults), or with -f values.yaml" .Release.Name .Release.Namespace) -}}
 {{- end -}}
 {{- include "s3csi.refuse1x" . -}}
 {{- include "s3csi.requireOffline" . -}}
