@@ -67,11 +67,12 @@ func installChart(t *testing.T, extra ...string) {
 	installChartFrom(t, harness.ChartDir(), extra...)
 }
 
-// previousChart is the previous release of the chart, packaged (helm package) from the chart
-// at commit bf938fc (before node.updateStrategy, the Mountpoint Pods' disruption budget and
-// the refusal of the 1.x chart's values), as users get a released chart.
+// previousChart is the previous release of the chart, packaged (helm package --version 0.0.10)
+// from the chart at commit 2ae28ef, the first with the selectors of Scality's releases (the
+// selectors never change, so no earlier chart upgrades to this one: none was released), as
+// users get a released chart.
 func previousChart() string {
-	return filepath.Join(harness.RepoRoot(), "tests", "cluster", "testdata", "scality-s3-csi-driver-0.0.9.tgz")
+	return filepath.Join(harness.RepoRoot(), "tests", "cluster", "testdata", "scality-s3-csi-driver-0.0.10.tgz")
 }
 
 // installChartFrom is installChart with another chart (a directory or a packaged chart).

@@ -18,9 +18,11 @@ import (
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
-// docCommand is a kubectl or helm command quoted in docs/, where it was found.
+// docCommand is a kubectl or helm command quoted in docs/, where it was found; fenced: in a
+// code block (a command to run), not in a prose code span.
 type docCommand struct {
 	where, line string
+	fenced      bool
 }
 
 var inlineCode = regexp.MustCompile("`((?:kubectl|helm) [^`]+)`")
@@ -52,7 +54,7 @@ func docCommands(t *testing.T) []docCommand {
 					pending, start = strings.TrimSuffix(trimmed, "\\"), n
 				}
 				if pending != "" && !strings.HasSuffix(trimmed, "\\") {
-					out = append(out, docCommand{where: filepath.Base(f) + ":" + strconv.Itoa(start), line: pending})
+					out = append(out, docCommand{where: filepath.Base(f) + ":" + strconv.Itoa(start), line: pending, fenced: true})
 					pending = ""
 				}
 				continue
@@ -146,6 +148,7 @@ func testDocCommands(t *testing.T) {
 		ran++
 	}
 	t.Logf("ran %d read-only commands quoted in docs/, skipped %d (they change the cluster or name what this cluster lacks)", ran, skipped)
+	t.Run("upgrade-doc-blocks", testUpgradeDocBlocks)
 	if ran < 12 {
 		t.Errorf("only %d commands of docs/ ran: the extraction broke", ran)
 	}

@@ -17,8 +17,8 @@ import (
 	"time"
 	"unsafe"
 
-	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	sd "github.com/coreos/go-systemd/v22/dbus"
 	godbus "github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -44,7 +44,7 @@ func pluginDir() string { return filepath.Join(rig.KubeletDir, "plugins", driver
 // stand-ins run with the configuration the release's values give.
 type nodeEnv struct {
 	endpoint, region, mountS3 string
-	accessKey, secretKey     string
+	accessKey, secretKey      string
 }
 
 func scalityNodeEnv(t *testing.T) nodeEnv {

@@ -39,7 +39,8 @@ import (
 //     spec.workloadFSGroup = "" (kubelet never sends it), then the workload's UID in its map;
 //     the Mountpoint Pod Running on the node; the driver's credentials written into the pod's
 //     comm directory (credentials/, 0750; <podUID>-<volumeID>-s3-csi-config and -credentials,
-//     0640, by rename) at every publish; unless <kubelet>/plugins/s3.csi.scality.com/mnt/<pod>
+//     0640, by rename) at every publish, or, for a volume with authenticationSource: secret,
+//     the Secret's two keys (checked as the release does) as environment variables; unless <kubelet>/plugins/s3.csi.scality.com/mnt/<pod>
 //     is mounted already: /dev/fuse mounted there (source mountpoint-s3, MS_NODEV|MS_NOSUID|
 //     MS_NOATIME, fd=,rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other),
 //     the options and the fd sent over comm/mount.sock (JSON bucketName, args, env, sorted;
@@ -124,8 +125,15 @@ func (d *driver2x) NodePublishVolume(ctx context.Context, req *csi.NodePublishVo
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	comm := podcontract.CommHostPath(rig.KubeletDir, pod.UID)
-	credEnv, err := d.writeCredentials(comm, podUID, req.GetVolumeId())
-	if err != nil {
+	var credEnv []string
+	if req.GetVolumeContext()["authenticationSource"] == "secret" && len(req.GetSecrets()) > 0 {
+		// A volume's Secret: its two keys as mount-s3's environment, no file.
+		key, secret := strings.TrimSpace(req.GetSecrets()["access_key_id"]), strings.TrimSpace(req.GetSecrets()["secret_access_key"])
+		if !d.r.SecretKeysAccepted(key, secret) {
+			return nil, status.Error(codes.InvalidArgument, "missing or invalid keys in the node-publish secret")
+		}
+		credEnv = []string{"AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + secret}
+	} else if credEnv, err = d.writeCredentials(comm, podUID, req.GetVolumeId()); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	source := filepath.Join(pluginDir(), "mnt", mp)

@@ -2,20 +2,30 @@ package cluster
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -27,11 +37,25 @@ import (
 	"github.com/s3csi/s3-csi-driver/tests/scality"
 )
 
-// caConfigMap is 2.2.0's tls.caCertConfigMap in the scenario over it, and ringCA its data.
-const (
-	caConfigMap = "ring-ca"
-	ringCA      = "-----BEGIN CERTIFICATE-----\nMIIBscenario\n-----END CERTIFICATE-----"
-)
+// caConfigMap is 2.2.0's tls.caCertConfigMap in the scenario over it, and ringCA its data: a
+// CA certificate made for the suite (the rig's S3 endpoint is plain HTTP; the CA is what the
+// objects and the Mountpoint Pods carry, not what a connection checks).
+const caConfigMap = "ring-ca"
+
+var ringCA = sync.OnceValue(func() string {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "RING CA of the upgrade scenarios"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	return strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+})
 
 // scalityValues are the values a typical user of the release has (tests/scality.UserValues:
 // the rig's S3 endpoint and region, the suite's credentials Secret) and, since there is no
@@ -44,7 +68,7 @@ func scalityValues(r scality.Release) map[string]any {
 		v = scality.Merge(v, map[string]any{"controller": none})
 	}
 	if r.TLS() {
-		v = scality.Merge(v, map[string]any{"tls": map[string]any{"caCertConfigMap": caConfigMap, "caCertData": ringCA}})
+		v = scality.Merge(v, map[string]any{"tls": map[string]any{"caCertConfigMap": caConfigMap, "caCertData": ringCA()}})
 	}
 	return v
 }
@@ -66,7 +90,7 @@ func ourValuesFor(r scality.Release) map[string]any {
 		v["mountpointPod"] = map[string]any{"headroom": map[string]any{"enabled": true, "resources": map[string]any{"requests": map[string]any{"cpu": "1m", "memory": "8Mi"}}}}
 	}
 	if r.TLS() {
-		v["tls"] = map[string]any{"caBundle": ringCA, "configMapName": caConfigMap}
+		v["tls"] = map[string]any{"caBundle": ringCA(), "configMapName": caConfigMap}
 	}
 	return v
 }
@@ -79,12 +103,17 @@ func newMode(r scality.Release) string {
 	return "systemd"
 }
 
-func valuesFile(t *testing.T, v map[string]any) string {
+func valuesYAML(t *testing.T, v map[string]any) string {
 	t.Helper()
 	b, err := yaml.Marshal(v)
 	harness.Must(t, err)
+	return string(b)
+}
+
+func valuesFile(t *testing.T, v map[string]any) string {
+	t.Helper()
 	f := filepath.Join(t.TempDir(), "values.yaml")
-	harness.Must(t, os.WriteFile(f, b, 0o600))
+	harness.Must(t, os.WriteFile(f, []byte(valuesYAML(t, v)), 0o600))
 	return f
 }
 
@@ -126,6 +155,19 @@ func startScalityWriters(t *testing.T, r scality.Release) *scalityWriters {
 	if !r.ForcePathStyle() {
 		// 1.0.0 adds no --force-path-style: its users set it for a RING endpoint.
 		opts.mountOptions = []string{"force-path-style"}
+	}
+	if r.PodMode() && !r.DriverCredentialFilesReadable() {
+		// 2.0.0's Mountpoint Pods cannot read the driver's credential files: its working
+		// mounts have a Secret of their own, with keys it accepts.
+		key, secret := "r200"+suffix(), "s200"+suffix()+suffix()+"abcdefXYZ"
+		if !r.SecretKeysAccepted(key, secret) {
+			t.Fatalf("keys %s/%s not accepted by %s", key, secret, r)
+		}
+		env.s3.CreateUser(t, key, secret, "admin")
+		harness.Must(t, env.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "ring-keys"},
+			StringData: map[string]string{"access_key_id": key, "secret_access_key": secret}}))
+		opts.attributes = map[string]string{"authenticationSource": "secret"}
+		opts.secretRef = &corev1.SecretReference{Namespace: w.ns, Name: "ring-keys"}
 	}
 	claim := staticVolume(t, w.ns, "data", w.bucket, opts)
 	var pvc corev1.PersistentVolumeClaim
@@ -259,7 +301,7 @@ func (w *scalityWriters) expectKept(t *testing.T, r scality.Release, when string
 		// reboot): it must still be there, with 2.2.0's data, and kubelet must not fail to
 		// refresh the pod's volume of it.
 		var cm corev1.ConfigMap
-		if err := env.c.Get(context.Background(), client.ObjectKey{Namespace: mpNamespace, Name: caConfigMap}, &cm); err != nil || strings.TrimSpace(cm.Data["ca-bundle.crt"]) != ringCA {
+		if err := env.c.Get(context.Background(), client.ObjectKey{Namespace: mpNamespace, Name: caConfigMap}, &cm); err != nil || strings.TrimSpace(cm.Data["ca-bundle.crt"]) != ringCA() {
 			t.Errorf("%s: the CA ConfigMap 2.2.0's Mountpoint Pods read: %v %v", when, err, cm.Data)
 		}
 		for _, e := range eventsOn(t, mpNamespace, w.mp) {
@@ -298,15 +340,20 @@ func (w *scalityWriters) expectAdopted(t *testing.T, r scality.Release) {
 	})
 }
 
-// expectScalitySelectors checks the node DaemonSet and the controller Deployment have the
-// selectors of Scality's release (which never change).
-func expectScalitySelectors(t *testing.T) {
+// expectScalitySelectors checks the node DaemonSet and, when there is one (this chart's
+// always; Scality's from 1.2.0), the controller Deployment have the selectors of Scality's
+// release (which never change).
+func expectScalitySelectors(t *testing.T, controller bool) {
 	t.Helper()
 	var ds appsv1.DaemonSet
 	var dep appsv1.Deployment
 	harness.Must(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: releaseNS, Name: "s3-csi-node"}, &ds))
-	harness.Must(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: releaseNS, Name: "s3-csi-controller"}, &dep))
-	for what, got := range map[string]map[string]string{"node DaemonSet": ds.Spec.Selector.MatchLabels, "controller Deployment": dep.Spec.Selector.MatchLabels} {
+	selectors := map[string]map[string]string{"node DaemonSet": ds.Spec.Selector.MatchLabels}
+	if controller {
+		harness.Must(t, env.c.Get(context.Background(), client.ObjectKey{Namespace: releaseNS, Name: "s3-csi-controller"}, &dep))
+		selectors["controller Deployment"] = dep.Spec.Selector.MatchLabels
+	}
+	for what, got := range selectors {
 		if got["app.kubernetes.io/name"] != scality.ChartName || got["app.kubernetes.io/instance"] != release || got["app"] == "" || len(got) != 3 {
 			t.Errorf("%s selector %v, want Scality's (app, app.kubernetes.io/name, app.kubernetes.io/instance)", what, got)
 		}
@@ -350,31 +397,39 @@ func testUpgradeFromScality(t *testing.T, r scality.Release) {
 		stop = startDriver1x(t, r).stop
 	}
 	w := startScalityWriters(t, r)
-	values := valuesFile(t, ourValuesFor(r))
+	// docs/upgrade.md's values.yaml: the translated values; the GitOps one adds the values an
+	// offline render needs.
+	dir, gitopsDir := t.TempDir(), t.TempDir()
+	harness.Must(t, os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(valuesYAML(t, ourValuesFor(r))), 0o600))
+	harness.Must(t, os.WriteFile(filepath.Join(gitopsDir, "values.yaml"), []byte(valuesYAML(t, scality.Merge(ourValuesFor(r), offlineValues(r)))), 0o600))
 
-	// --reuse-values: refused at render with the command to use; nothing changes.
+	// --reuse-values and --reset-then-reuse-values: refused at render with what to do instead;
+	// nothing changes.
 	revs := helmRevisions(t)
 	if out, err := helm(t, scalityUpgradeArgs(r, "--reuse-values")...); err == nil || !strings.Contains(out, "helm upgrade --reuse-values replaces a chart's defaults") {
 		t.Errorf("helm upgrade --reuse-values: %v\n%s\nwant the refusal naming the command to use", err, out)
 	}
+	if out, err := helm(t, scalityUpgradeArgs(r, "--reset-then-reuse-values")...); err == nil || !strings.Contains(out, " of Scality's ") || !strings.Contains(out, "(docs/upgrade.md)") {
+		t.Errorf("helm upgrade --reset-then-reuse-values: %v\n%s\nwant the refusal of the release's values", err, out)
+	}
 	if n := helmRevisions(t); n != revs {
-		t.Errorf("the refused upgrade made revision %d", n)
+		t.Errorf("the refused upgrades made revision %d", n)
 	}
 	w.expectKept(t, r, "after --reuse-values")
 
-	// helm upgrade -f values.yaml, in one command.
+	// helm upgrade -f values.yaml, in one command (docs/upgrade.md's block).
 	stop()
-	mustRun(t)(helm(t, scalityUpgradeArgs(r, "-f", values)...))
+	runDocSteps(t, map[bool]string{false: "upgrade-1x", true: "upgrade-2x"}[r.PodMode()], dir, "")
 	waitRollout(t)
 	waitNodeMode(t, newMode(r))
-	expectScalitySelectors(t)
+	expectScalitySelectors(t, true)
 	w.expectAdopted(t, r)
 	w.expectKept(t, r, "after helm upgrade")
 
 	// helm rollback to the release: its node plugin serves the same mounts again.
-	mustRun(t)(helm(t, "rollback", release, "1", "-n", releaseNS))
+	runDocSteps(t, "rollback", dir, "1")
 	waitCSINode(t, false)
-	expectScalitySelectors(t)
+	expectScalitySelectors(t, r.Controller())
 	if r.PodMode() {
 		stop = startDriver2x(t, r).stop
 	} else {
@@ -382,15 +437,25 @@ func testUpgradeFromScality(t *testing.T, r scality.Release) {
 	}
 	w.expectKept(t, r, "after helm rollback")
 
-	// GitOps: the chart rendered offline and applied server-side, as docs/upgrade.md#gitops.
-	gitOpsTakeOver(t, r, values, stop)
+	// GitOps: the chart rendered offline and applied server-side, as docs/upgrade.md#gitops, then
+	// what the release made and this chart does not is removed.
+	stop()
+	runDocSteps(t, "gitops", gitopsDir, "")
+	if _, err := helm(t, "status", release, "-n", releaseNS); err == nil {
+		t.Error("Helm still has a record of the release after the GitOps take-over")
+	}
 	waitRollout(t)
+	runDocSteps(t, "gitops-leftovers-1x", gitopsDir, "")
+	if r.PodMode() {
+		runDocSteps(t, "gitops-leftovers-2x", gitopsDir, "")
+	}
+	expectNoLeftovers(t, r)
 	waitNodeMode(t, newMode(r))
-	expectScalitySelectors(t)
+	expectScalitySelectors(t, true)
 	w.expectAdopted(t, r)
 	w.expectKept(t, r, "after the GitOps take-over")
 	// ... and back to Helm, in one command.
-	mustRun(t)(helm(t, "install", release, harness.ChartDir(), "-n", releaseNS, "-f", values, "--take-ownership"))
+	runDocSteps(t, "back-to-helm", dir, "")
 	waitRollout(t)
 	w.expectKept(t, r, "after helm install --take-ownership")
 
@@ -433,57 +498,43 @@ func testUpgradeFromScality(t *testing.T, r scality.Release) {
 // carry).
 const mountpointPodsSelector = podcontract.LabelDriverVersion
 
-// gitOpsTakeOver is docs/upgrade.md#gitops over a live Scality release: the chart rendered
-// without a cluster (as Argo CD does), the release's node DaemonSet and controller Deployment
-// deleted with their pods orphaned, the rendering applied server-side, Helm's record of the
-// release deleted; stop is called once the node plugin's DaemonSet is this chart's (its pods
-// replace the release's).
-func gitOpsTakeOver(t *testing.T, r scality.Release, values string, stop func()) {
-	t.Helper()
-	mode := map[bool]string{false: "systemd", true: "pod"}[r.PodMode()]
-	if r == scality.R120 {
+// offlineValues are the values docs/upgrade.md#gitops has a GitOps user add, those a cluster
+// would tell: the mode the release ran, Secrets of any namespace as Scality allowed.
+func offlineValues(r scality.Release) map[string]any {
+	mode := "systemd"
+	if r.PodMode() || r == scality.R120 {
 		mode = "pod"
 	}
-	cmd := exec.Command(filepath.Join(env.bin, "helm"), "template", release, harness.ChartDir(), "-n", releaseNS, "-f", values,
-		"--set", "mounter.defaultMode="+mode, "--set", "node.publishSecretScope=any", "--set", "controller.provisioner.secretNamespaces={*}")
-	dir := t.TempDir()
-	cmd.Env = []string{"HOME=" + dir, "HELM_CACHE_HOME=" + dir, "HELM_CONFIG_HOME=" + dir, "HELM_DATA_HOME=" + dir, "PATH=/usr/bin:/bin"} // no cluster
-	rendered, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm template: %v", err)
-	}
-	manifest := filepath.Join(dir, "s3-csi.yaml")
-	harness.Must(t, os.WriteFile(manifest, rendered, 0o600))
-	mustRun(t)(kubectl(t, "-n", releaseNS, "delete", "daemonset/s3-csi-node", "deployment/s3-csi-controller", "--cascade=orphan"))
-	mustRun(t)(kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", manifest))
-	stop()
-	mustRun(t)(kubectl(t, "-n", releaseNS, "delete", "secret", "-l", "owner=helm,name="+release))
-	if _, err := helm(t, "status", release, "-n", releaseNS); err == nil {
-		t.Error("Helm still has a record of the release")
-	}
-	// What Scality's release made and this chart does not: removed as docs/upgrade.md says.
-	for _, o := range scalityLeftovers(r) {
-		mustRun(t)(kubectl(t, append([]string{"delete", "--ignore-not-found"}, o...)...))
+	return map[string]any{
+		"mounter":    map[string]any{"defaultMode": mode},
+		"node":       map[string]any{"publishSecretScope": "any"},
+		"controller": map[string]any{"provisioner": map[string]any{"secretNamespaces": []any{"*"}}},
 	}
 }
 
-// scalityLeftovers are the objects of Scality's release that a GitOps take-over leaves (no
-// prune): kubectl arguments, docs/upgrade.md's list.
-func scalityLeftovers(r scality.Release) [][]string {
-	out := [][]string{
-		{"-n", releaseNS, "serviceaccount", scality.NodeServiceAccount},
-		{"clusterrole", scality.NodeClusterRole}, {"clusterrolebinding", scality.NodeBinding},
-	}
-	if r.Controller() {
-		out = append(out, []string{"-n", releaseNS, "serviceaccount", scality.CtrlServiceAccount},
-			[]string{"clusterrole", scality.CtrlClusterRole}, []string{"clusterrolebinding", scality.CtrlBinding})
+// expectNoLeftovers checks nothing of Scality's release is left that this chart does not own:
+// its service accounts, RBAC and (2.x) priority classes.
+func expectNoLeftovers(t *testing.T, r scality.Release) {
+	t.Helper()
+	ctx := context.Background()
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: scality.NodeServiceAccount}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: scality.CtrlServiceAccount}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: scality.NodeClusterRole}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: scality.NodeBinding}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: scality.CtrlClusterRole}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: scality.CtrlBinding}},
 	}
 	if r.PodMode() {
-		out = append(out, []string{"-n", mpNamespace, "role", "s3-csi-driver-node-mountpoint-pod-namespace-role"},
-			[]string{"-n", mpNamespace, "rolebinding", "s3-csi-driver-node-mountpoint-pod-namespace-role-binding"},
-			[]string{"priorityclass", "mount-s3-critical", "mount-s3-preempting"})
+		objs = append(objs, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "mount-s3-critical"}},
+			&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "mount-s3-preempting"}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: mpNamespace, Name: "s3-csi-driver-node-mountpoint-pod-namespace-role"}})
 	}
-	return out
+	for _, o := range objs {
+		if err := env.c.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("Scality's %T %s left after docs/upgrade.md's clean-up (%v)", o, o.GetName(), err)
+		}
+	}
 }
 
 // drainWriters drains the node of the writers and of Mountpoint Pods (selected by

@@ -3,18 +3,14 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/s3csi/s3-csi-driver/tests/cluster/rig"
@@ -28,106 +24,24 @@ func kubectlCmd(ctx context.Context, args ...string) *exec.Cmd {
 }
 
 // testDrain drains the node with a writer on a pod-mode volume, as kubectl drain would evict
-// both the workload and its Mountpoint Pod: the Mountpoint Pod's eviction is refused (the
-// chart's PodDisruptionBudget) while the workload uses it, the writer never sees its mount die
-// (every file it reports is in the bucket), and the Mountpoint Pod leaves only after the
-// workload, when it has retired; nothing is left. (The drain is done by pod selector, the
-// Mountpoint Pods and the workload in two concurrent drains, so that the rig's only node keeps
-// the driver's controller, which a real cluster would run on another node.)
+// both the workload and its Mountpoint Pod (drainWriters): the Mountpoint Pod's eviction is
+// refused while the workload uses it, the writer never sees its mount die, and nothing is left.
 func testDrain(t *testing.T) {
 	setMode(t, "pod")
-	ctx := context.Background()
 	ns := newNamespace(t, "drain")
 	bucket := "drain-" + suffix()
 	env.s3.CreateBucket(t, bucket)
 	claim := staticVolume(t, ns, "data", bucket, volumeOpts{})
 	w := workloadSpec(ns, "w", claim, podOpts{command: writerScript("w")})
 	w.Labels["drain"] = "workload"
-	harness.Must(t, env.c.Create(ctx, w))
+	harness.Must(t, env.c.Create(context.Background(), w))
 	waitRunning(t, 2*time.Minute, w)
 	time.Sleep(2 * time.Second)
 	st := currentState(t)
 	if len(st.mpPods) != 1 {
 		t.Fatalf("want one Mountpoint Pod: %s", st)
 	}
-	mp := st.mpPods[0]
-	t.Cleanup(func() { _, _ = kubectl(t, "uncordon", rig.NodeName) })
-
-	// The writer's log, streamed until it ends (the pod is gone after its eviction).
-	logCtx, stopLog := context.WithTimeout(ctx, 4*time.Minute)
-	defer stopLog()
-	logs := make(chan string, 1)
-	go func() {
-		out, _ := kubectlCmd(logCtx, "-n", ns, "logs", "-f", w.Name).CombinedOutput()
-		logs <- string(out)
-	}()
-	// When the workload and the Mountpoint Pod end.
-	var mu sync.Mutex
-	var workloadGone, mpEnded time.Time
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
-		for watchCtx.Err() == nil {
-			now := time.Now()
-			var p corev1.Pod
-			err := env.c.Get(watchCtx, client.ObjectKeyFromObject(w), &p)
-			mu.Lock()
-			if workloadGone.IsZero() && apierrors.IsNotFound(err) {
-				workloadGone = now
-			}
-			mu.Unlock()
-			err = env.c.Get(watchCtx, client.ObjectKey{Namespace: mpNamespace, Name: mp}, &p)
-			mu.Lock()
-			if mpEnded.IsZero() && (apierrors.IsNotFound(err) || err == nil && (p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)) {
-				mpEnded = now
-			}
-			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-
-	drain := func(selector string) chan error {
-		done := make(chan error, 1)
-		go func() {
-			out, err := kubectlCmd(ctx, "drain", rig.NodeName, "--pod-selector="+selector, "--ignore-daemonsets", "--delete-emptydir-data",
-				"--force", "--grace-period=10", "--timeout=3m").CombinedOutput()
-			if err != nil {
-				err = fmt.Errorf("%v\n%s", err, out)
-			}
-			done <- err
-		}()
-		return done
-	}
-	mpDrain := drain("app.kubernetes.io/component=mountpoint")
-	time.Sleep(5 * time.Second)
-	var p corev1.Pod
-	harness.Must(t, env.c.Get(ctx, client.ObjectKey{Namespace: mpNamespace, Name: mp}, &p))
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		t.Errorf("the Mountpoint Pod was evicted while its workload runs (phase %s, deleting %v)", p.Status.Phase, p.DeletionTimestamp != nil)
-	}
-	wlDrain := drain("drain=workload")
-	for what, ch := range map[string]chan error{"workload drain": wlDrain, "Mountpoint Pod drain": mpDrain} {
-		if err := <-ch; err != nil {
-			t.Errorf("%s: %v", what, err)
-		}
-	}
-	stopWatch()
-	mu.Lock()
-	if workloadGone.IsZero() || mpEnded.IsZero() || mpEnded.Before(workloadGone) {
-		t.Errorf("the Mountpoint Pod ended at %v, the workload left at %v: the Mountpoint Pod must outlive it", mpEnded, workloadGone)
-	}
-	mu.Unlock()
-	out := <-logs
-	if strings.Contains(out, "failed") || !strings.Contains(out, "wrote=") {
-		t.Errorf("writer log: %s", out)
-	} else {
-		i := strings.LastIndex(out, "wrote=")
-		n, err := strconv.Atoi(strings.TrimSpace(out[i+len("wrote="):]))
-		harness.Must(t, err)
-		checkWriter(t, bucket, "w", n)
-		t.Logf("the writer wrote %d files through the drain", n)
-	}
-	mustRun(t)(kubectl(t, "uncordon", rig.NodeName))
+	drainWriters(t, bucket, []*corev1.Pod{w}, st.mpPods[0], mountpointPodsSelector)
 	expectClean(t)
 }
 
@@ -191,12 +105,16 @@ func testUpgradeRollback(t *testing.T) {
 		}
 		return len(now) > 0
 	}
-	const previous, current = "scality-s3-csi-driver-0.0.9", "scality-s3-csi-driver-0.1.0"
+	const previous, current = "scality-s3-csi-driver-0.0.10", "scality-s3-csi-driver-0.1.0"
 	if got := chartOf(); got != previous {
 		t.Fatalf("release runs chart %s, want the previous release %s", got, previous)
 	}
 	original := driverPods()
-	installChartFrom(t, harness.ChartDir(), "--set-string", "node.podAnnotations.upgrade-test=1", "--set-string", "controller.podAnnotations.upgrade-test=1")
+	// docs/upgrade.md's commands, with the suite's values (and pod annotations: both pod
+	// templates change, as a new image tag would change them).
+	dir := t.TempDir()
+	harness.Must(t, os.WriteFile(filepath.Join(dir, "values.yaml"), []byte(chartValues()+"  podAnnotations: {upgrade-test: \"1\"}\ncontroller:\n  podAnnotations: {upgrade-test: \"1\"}\n"), 0o600))
+	runDocSteps(t, "between-releases", dir, "")
 	if got := chartOf(); got != current {
 		t.Errorf("after the upgrade the release runs chart %s, want %s", got, current)
 	}
@@ -205,7 +123,7 @@ func testUpgradeRollback(t *testing.T) {
 		t.Errorf("the upgrade did not replace every driver pod: %v → %v", original, upgraded)
 	}
 	time.Sleep(3 * time.Second)
-	mustRun(t)(helm(t, "rollback", release, "-n", releaseNS, "--wait"))
+	runDocSteps(t, "between-releases-rollback", dir, "")
 	waitRollout(t)
 	if got := chartOf(); got != previous {
 		t.Errorf("after the rollback the release runs chart %s, want %s", got, previous)
@@ -234,5 +152,9 @@ func testUpgradeRollback(t *testing.T) {
 	}
 	t.Logf("files written through the upgrade and the rollback, checked: %v", counts)
 	expectClean(t)
+	// OnDelete waves, as docs/upgrade.md drives them: the node plugin of the node replaced
+	// by hand, the DaemonSet's counts and revisions read.
+	runDocSteps(t, "ondelete", dir, "")
+	mustRun(t)(kubectl(t, "-n", releaseNS, "wait", "--for=condition=Ready", "pod", "-l", "app=s3-csi-node", "--timeout=2m"))
 	setMode(t, "systemd")
 }

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -291,7 +292,10 @@ func currentState(t *testing.T) nodeState {
 		s.mpPods = append(s.mpPods, p.Name)
 	}
 	var atts crdv2.MountpointS3PodAttachmentList
-	harness.Must(t, env.c.List(context.Background(), &atts))
+	// Before this driver (Scality's 1.x on the node) there may be no CRD at all.
+	if err := env.c.List(context.Background(), &atts); err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 	for _, a := range atts.Items {
 		s.attachments = append(s.attachments, a.Name)
 	}

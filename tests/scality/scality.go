@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -75,6 +76,35 @@ func (r Release) TLS() bool { return r.atLeast(R220) }
 // MountpointPodFSGroup: 2.x Mountpoint Pods get securityContext.fsGroup 1000 from 2.1.1 (none
 // in 2.0.0).
 func (r Release) MountpointPodFSGroup() bool { return r.atLeast(R211) }
+
+// DriverCredentialFilesReadable: the Mountpoint Pod's mount-s3 (uid 1000) can read the
+// driver-level credential files the 2.x node plugin writes into its comm directory (root-owned,
+// 0640, in a 0750 directory): only with the pod's fsGroup, from 2.1.1. A 2.0.0 mount with the
+// driver's credentials fails ("failed to get shared config profile", seen on the rig); 2.0.0's
+// working mounts use a volume's Secret (environment variables, no file).
+func (r Release) DriverCredentialFilesReadable() bool { return r.MountpointPodFSGroup() }
+
+// secretKey2x, secretSecret2x: the keys 2.x's node plugin accepts from a volume's Secret
+// (access_key_id, secret_access_key): 2.0.0 1-16 alphanumerics and 1-40 of [A-Za-z0-9/+=];
+// from 2.1.1 1-128 of each, "-" allowed in the secret
+// (scality/mountpoint-s3-csi-driver@2.0.0,2.1.1:pkg/driver/node/credentialprovider/
+// provider_secret.go, provideFromSecret).
+var (
+	secretKey200    = regexp.MustCompile(`^[A-Za-z0-9]{1,16}$`)
+	secretSecret200 = regexp.MustCompile(`^[A-Za-z0-9/+=]{1,40}$`)
+	secretKey211    = regexp.MustCompile(`^[A-Za-z0-9]{1,128}$`)
+	secretSecret211 = regexp.MustCompile(`^[A-Za-z0-9/+\-=]{1,128}$`)
+)
+
+// SecretKeysAccepted reports whether the release's node plugin takes these keys from a
+// volume's Secret (it trims them first). 1.x's are 2.0.0's.
+func (r Release) SecretKeysAccepted(accessKey, secretKey string) bool {
+	a, s := strings.TrimSpace(accessKey), strings.TrimSpace(secretKey)
+	if r.atLeast(R211) {
+		return secretKey211.MatchString(a) && secretSecret211.MatchString(s)
+	}
+	return secretKey200.MatchString(a) && secretSecret200.MatchString(s)
+}
 
 // AttachmentLabelled: 2.2.0 labels its attachments with the driver version.
 func (r Release) AttachmentLabelled() bool { return r.atLeast(R220) }
