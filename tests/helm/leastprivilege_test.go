@@ -224,7 +224,9 @@ func TestNodeScopedWritesPolicy(t *testing.T) {
 func TestPublishSecretScopeValue(t *testing.T) {
 	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true})
 	kubeconfig := k.Kubeconfig(t, "helm-scope", "system:masters")
-	helm := func(args ...string) (string, error) { return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...) }
+	helm := func(args ...string) (string, error) {
+		return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...)
+	}
 	m := modes[0]
 	scope := func(manifest string) string {
 		objs, err := harness.DecodeManifests(manifest)

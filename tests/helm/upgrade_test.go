@@ -144,7 +144,9 @@ func TestChartDefaultsDigest(t *testing.T) {
 func TestReuseValuesAcrossVersions(t *testing.T) {
 	k := harness.StartAPIServer(t, harness.KubeOptions{NoCRD: true})
 	kubeconfig := k.Kubeconfig(t, "helm-reuse", "system:masters")
-	helm := func(args ...string) (string, error) { return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...) }
+	helm := func(args ...string) (string, error) {
+		return harness.Helm(t, append(args, "--kubeconfig", kubeconfig)...)
+	}
 	older := filepath.Join(t.TempDir(), "scality-s3-csi-driver")
 	harness.Must(t, os.CopyFS(older, os.DirFS(harness.ChartDir())))
 	values, err := os.ReadFile(filepath.Join(older, "values.yaml"))
