@@ -50,38 +50,42 @@ func (r Release) atLeast(o Release) bool {
 	return slices.Index(Releases, r) >= slices.Index(Releases, o)
 }
 
-// SocketFileMounted: 1.0.0 and 1.1.0 mount systemd's private socket file into the node plugin
-// (hostPath /run/systemd/private, type Socket); 1.1.1 and 1.2.0 the directory /run/systemd.
-// Every 1.x tag dials unix:path=/run/systemd/private (SOURCES.md §1.x systemd).
+// SocketFileMounted reports whether the release differs here: 1.0.0 and 1.1.0 mount systemd's
+// private socket file into the node plugin (hostPath /run/systemd/private, type Socket); 1.1.1 and
+// 1.2.0 the directory /run/systemd. Every 1.x tag dials unix:path=/run/systemd/private (SOURCES.md
+// §1.x systemd).
 func (r Release) SocketFileMounted() bool { return !r.PodMode() && !r.atLeast(R111) }
 
-// Reconnects: from 1.1.1 the node plugin redials systemd once after a lost connection.
+// Reconnects reports whether the release differs here: from 1.1.1 the node plugin redials systemd
+// once after a lost connection.
 func (r Release) Reconnects() bool { return !r.PodMode() && r.atLeast(R111) }
 
-// ForcePathStyle: from 1.1.0 every mount gets --force-path-style; 1.0.0 passes the PV's
-// options only.
+// ForcePathStyle reports whether the release differs here: from 1.1.0 every mount gets
+// --force-path-style; 1.0.0 passes the PV's options only.
 func (r Release) ForcePathStyle() bool { return r.atLeast(R110) }
 
-// Controller: the chart has the controller Deployment s3-csi-controller (1.2.0 with
-// controller.enable, its default; every 2.x).
+// Controller reports whether the release differs here: the chart has the controller Deployment
+// s3-csi-controller (1.2.0 with controller.enable, its default; every 2.x).
 func (r Release) Controller() bool { return r.atLeast(R120) }
 
-// GlobalS3Values: the endpoint and region are s3.endpointUrl and s3.region (1.2.0 on; the
-// node.s3* values still win when set), not node.s3EndpointUrl and node.s3Region.
+// GlobalS3Values reports whether the release differs here: the endpoint and region are
+// s3.endpointUrl and s3.region (1.2.0 on; the node.s3* values still win when set), not
+// node.s3EndpointUrl and node.s3Region.
 func (r Release) GlobalS3Values() bool { return r.atLeast(R120) }
 
-// TLS: 2.2.0's tls.* values (a CA ConfigMap its Mountpoint Pods' init container reads).
+// TLS reports whether the release differs here: 2.2.0's tls.* values (a CA ConfigMap its Mountpoint
+// Pods' init container reads).
 func (r Release) TLS() bool { return r.atLeast(R220) }
 
-// MountpointPodFSGroup: 2.x Mountpoint Pods get securityContext.fsGroup 1000 from 2.1.1 (none
-// in 2.0.0).
+// MountpointPodFSGroup reports whether the release differs here: 2.x Mountpoint Pods get
+// securityContext.fsGroup 1000 from 2.1.1 (none in 2.0.0).
 func (r Release) MountpointPodFSGroup() bool { return r.atLeast(R211) }
 
-// DriverCredentialFilesReadable: the Mountpoint Pod's mount-s3 (uid 1000) can read the
-// driver-level credential files the 2.x node plugin writes into its comm directory (root-owned,
-// 0640, in a 0750 directory): only with the pod's fsGroup, from 2.1.1. A 2.0.0 mount with the
-// driver's credentials fails ("failed to get shared config profile", seen on the rig); 2.0.0's
-// working mounts use a volume's Secret (environment variables, no file).
+// DriverCredentialFilesReadable reports whether the release differs here: the Mountpoint Pod's
+// mount-s3 (uid 1000) can read the driver-level credential files the 2.x node plugin writes into
+// its comm directory (root-owned, 0640, in a 0750 directory): only with the pod's fsGroup, from
+// 2.1.1. A 2.0.0 mount with the driver's credentials fails ("failed to get shared config profile",
+// seen on the rig); 2.0.0's working mounts use a volume's Secret (environment variables, no file).
 func (r Release) DriverCredentialFilesReadable() bool { return r.MountpointPodFSGroup() }
 
 // secretKey2x, secretSecret2x: the keys 2.x's node plugin accepts from a volume's Secret
@@ -106,11 +110,12 @@ func (r Release) SecretKeysAccepted(accessKey, secretKey string) bool {
 	return secretKey200.MatchString(a) && secretSecret200.MatchString(s)
 }
 
-// AttachmentLabelled: 2.2.0 labels its attachments with the driver version.
+// AttachmentLabelled reports whether the release differs here: 2.2.0 labels its attachments with
+// the driver version.
 func (r Release) AttachmentLabelled() bool { return r.atLeast(R220) }
 
-// StartupTaint: 2.2.0's node plugin removes the taint s3.csi.scality.com/agent-not-ready once
-// kubelet lists the driver, and its DaemonSet tolerates it.
+// StartupTaint reports whether the release differs here: 2.2.0's node plugin removes the taint
+// s3.csi.scality.com/agent-not-ready once kubelet lists the driver, and its DaemonSet tolerates it.
 func (r Release) StartupTaint() bool { return r.atLeast(R220) }
 
 // DriverVersion is the version the release's binaries report and label their Mountpoint
