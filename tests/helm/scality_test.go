@@ -328,6 +328,30 @@ func (s *scalityRig) rollback() {
 		t.Errorf("after the rollback the node plugin is %s as %s, want %s's", img, ds.Spec.Template.Spec.ServiceAccountName, s.r)
 	}
 	harness.Must(t, s.k.Client.Get(ctx, client.ObjectKey{Namespace: scalityNS, Name: scality.NodeServiceAccount}, &corev1.ServiceAccount{}))
+	// What differs between the releases is back as that release had it: systemd's socket file
+	// or directory (1.x), the controller Deployment (1.2.0 on), 2.2.0's startup toleration.
+	spec := ds.Spec.Template.Spec
+	socket := ""
+	for _, v := range spec.Volumes {
+		if v.Name == "systemd-bus" && v.HostPath != nil && v.HostPath.Type != nil {
+			socket = v.HostPath.Path + " " + string(*v.HostPath.Type)
+		}
+	}
+	wantSocket := map[bool]string{true: "/run/systemd/private Socket", false: "/run/systemd Directory"}[s.r.SocketFileMounted()]
+	if s.r.PodMode() {
+		wantSocket = ""
+	}
+	if socket != wantSocket {
+		t.Errorf("after the rollback systemd's socket volume is %q, want %s's %q", socket, s.r, wantSocket)
+	}
+	err := s.k.Client.Get(ctx, client.ObjectKey{Namespace: scalityNS, Name: "s3-csi-controller"}, &appsv1.Deployment{})
+	if (err == nil) != s.r.Controller() {
+		t.Errorf("after the rollback the controller Deployment: %v, want it there: %v", err, s.r.Controller())
+	}
+	tolerated := slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool { return tl.Key == "s3.csi.scality.com/agent-not-ready" })
+	if tolerated != s.r.StartupTaint() {
+		t.Errorf("after the rollback the startup taint is tolerated: %v, want %v", tolerated, s.r.StartupTaint())
+	}
 	var ns corev1.Namespace
 	if err := s.k.Client.Get(ctx, client.ObjectKey{Name: scality.MountpointNamespace}, &ns); err != nil || ns.DeletionTimestamp != nil {
 		t.Errorf("after the rollback: namespace %s: %v (deleting: %v)", scality.MountpointNamespace, err, ns.DeletionTimestamp)
