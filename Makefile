@@ -94,8 +94,9 @@ docs-check: ## Every message docs/troubleshooting.md quotes is one the code emit
 	$(TESTS_GO) run ./docscheck -root $(CURDIR)
 
 .PHONY: verify
-verify: generate $(GOLANGCI_LINT) $(ACTIONLINT) apt-deps ## Fail on unformatted code, go.mod drift, vet or lint findings, a broken non-Linux build, docs that drift from the code, workflow findings (actionlint), or generated-file drift.
+verify: generate $(GOLANGCI_LINT) $(ACTIONLINT) apt-deps ## Fail on unformatted code, a tracked build output (tests/repo), go.mod drift, vet or lint findings, a broken non-Linux build, docs that drift from the code, workflow findings (actionlint), or generated-file drift.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(TESTS_GO) test -count=1 ./repo/
 	$(GO) mod tidy -diff
 	$(TESTS_GO) mod tidy -diff
 	@$(MAKE) --no-print-directory vet
