@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -345,6 +346,9 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 	if err != nil {
 		return r, "", fieldError("volume_capability.mount.mount_flags", err)
 	}
+	if err := setMemoryTarget(&built.Args, resources); err != nil {
+		return r, "", fieldError("volume_capability.mount.mount_flags", err)
+	}
 	creds, source, err := credentials.Resolve(vc[ctxAuthSource], req.GetSecrets(), s.cfg.DriverCredentials, built.Args.Has("no-sign-request"))
 	if err != nil {
 		field := "secrets"
@@ -380,6 +384,24 @@ func (s *NodeServer) mountRequest(req *csi.NodePublishVolumeRequest) (mounter.Re
 		FSGroup:           mnt.GetVolumeMountGroup(),
 		Resources:         resources,
 	}, source, nil
+}
+
+// setMemoryTarget gives mount-s3 a --memory-target under the mount's memory limit
+// (mountresources.MemoryTargetMiB) unless the volume's mount options set one, which must then
+// not exceed the limit; without a limit mount-s3 keeps its own default (95% of its cgroup's
+// limit or of the node's memory). The read part size is checked against the target's data
+// buffers, as mount-s3 checks it with an explicit target.
+func setMemoryTarget(a *mountargs.Args, res corev1.ResourceRequirements) error {
+	limit := mountresources.LimitMiB(res)
+	if v, ok := a.Get("memory-target"); ok {
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil && limit > 0 && n > limit {
+			return &mountargs.Error{Option: "memory-target=" + v, Reason: fmt.Sprintf("above the mount's memory limit (%d MiB): mount-s3 would be OOM-killed before it reached its target; use at most %d, or leave it out (the driver then sets %d)",
+				limit, limit, mountresources.MemoryTargetMiB(res.Limits[corev1.ResourceMemory]))}
+		}
+	} else if limit > 0 {
+		a.Set("memory-target", strconv.FormatUint(mountresources.MemoryTargetMiB(res.Limits[corev1.ResourceMemory]), 10))
+	}
+	return mountargs.CheckReadPartSize(*a)
 }
 
 // isReadOnlyOption reports whether a PV mount option is mount-s3's read-only flag.

@@ -469,3 +469,48 @@ func TestPublishResources(t *testing.T) {
 		t.Errorf("requests %v, want cpu 250m", got.Resources.Requests)
 	}
 }
+
+// TestPublishMemoryTarget: under a memory limit mount-s3 gets --memory-target = the limit less
+// a quarter (at least 128 MiB), at least 512; a volume's own memory-target is kept up to the
+// limit and refused above it; without a limit none is set (mount-s3's own default); a read part
+// above the target's data buffers is refused.
+func TestPublishMemoryTarget(t *testing.T) {
+	tn := startNode(t, driverCreds, nil)
+	for i, c := range []struct {
+		limit   string
+		flags   []string
+		want    string // --memory-target=<want>, "" for none
+		wantErr string
+	}{
+		{limit: "1Gi", want: "768"},
+		{limit: "640Mi", want: "512"},
+		{limit: "8Gi", want: "6144"},
+		{want: ""},
+		{limit: "1Gi", flags: []string{"memory-target=1024"}, want: "1024"},
+		{limit: "1Gi", flags: []string{"memory-target=2048"}, wantErr: "above the mount's memory limit (1024 MiB)"},
+		{limit: "600Mi", wantErr: "below the 640Mi mount-s3 needs"},
+		{limit: "640Mi", flags: []string{"read-part-size=536870912"}, wantErr: "exceeds the 384 MiB"},
+		{flags: []string{"memory-target=600"}, want: "600"},
+	} {
+		req := tn.publishReq(fmt.Sprintf("pod-m%d", i))
+		if c.limit != "" {
+			req.VolumeContext["mountpointMemoryLimit"] = c.limit
+		}
+		req.VolumeCapability = mountCap(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, c.flags...)
+		_, err := tn.node.NodePublishVolume(context.Background(), req)
+		if c.wantErr != "" {
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("limit %q flags %q: %v, want InvalidArgument with %q", c.limit, c.flags, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("limit %q flags %q: %v", c.limit, c.flags, err)
+		}
+		got, _ := tn.fake.Mounted(req.TargetPath)
+		v, ok := got.Args.Get("memory-target")
+		if c.want == "" && ok || c.want != "" && v != c.want {
+			t.Errorf("limit %q flags %q: --memory-target=%q (set: %v), want %q", c.limit, c.flags, v, ok, c.want)
+		}
+	}
+}

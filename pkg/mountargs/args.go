@@ -337,5 +337,34 @@ func checkRelations(a Args) error {
 			return refuse(r[0], "requires --%s", r[1])
 		}
 	}
+	// mount-s3 refuses these at start-up (exit 1, not a usage error): said here first.
+	if sse, _ := a.Get("sse"); sse == "AES256" && a.Has("sse-kms-key-id") {
+		return refuse("sse-kms-key-id", "cannot be used with --sse AES256 (use --sse aws:kms or aws:kms:dsse)")
+	}
+	return CheckReadPartSize(a)
+}
+
+// CheckReadPartSize refuses, with an explicit --memory-target, a read part size (read-part-size,
+// else part-size) above the target's data-buffer budget, which mount-s3 refuses at start-up.
+func CheckReadPartSize(a Args) error {
+	t, ok := a.Get("memory-target")
+	if !ok {
+		return nil
+	}
+	target, err := strconv.ParseUint(t, 10, 64)
+	if err != nil {
+		return refuse("memory-target="+t, "not a number of MiB")
+	}
+	for _, k := range []string{"read-part-size", "part-size"} {
+		v, ok := a.Get(k)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err == nil && n > DataBufferBudgetMiB(target)<<20 {
+			return refuse(k+"="+v, "exceeds the %d MiB mount-s3 keeps for data buffers out of memory-target %d MiB: raise memory-target (or the mount's memory limit) or lower %s", DataBufferBudgetMiB(target), target, k)
+		}
+		break
+	}
 	return nil
 }

@@ -36,7 +36,8 @@ type spec struct {
 // shortAliases maps mount-s3's single-letter options to their long names.
 var shortAliases = map[string]string{"d": "debug", "l": "log-directory", "f": "foreground", "h": "help", "V": "version"}
 
-// specs is the allow-list, in step with mount-s3's CLI (mountpoint-s3 1.x `mount-s3 --help`).
+// specs is the allow-list, in step with mount-s3 1.24.0's CLI (awslabs/mountpoint-s3@58817cab2:
+// mountpoint-s3/src/cli.rs, CliArgs; tests/mounts3/CONFORMANCE.md has each option's source).
 var specs = map[string]spec{
 	// Bucket options.
 	"prefix":                {kind: valued, check: prefix},
@@ -74,11 +75,12 @@ var specs = map[string]spec{
 	// Client options.
 	"maximum-throughput-gbps": {kind: valued, check: uintMin(1)},
 	"max-threads":             {kind: valued, check: uintMin(1)},
-	"part-size":               {kind: valued, check: uintMin(1)},
-	"read-part-size":          {kind: valued, check: uintMin(1)},
-	"write-part-size":         {kind: valued, check: uintMin(1)},
+	"part-size":               {kind: valued, check: partSize},
+	"read-part-size":          {kind: valued, check: partSize},
+	"write-part-size":         {kind: valued, check: partSize},
 	"bind":                    {kind: valued, check: ifName, multi: true},
-	"max-memory-target":       {kind: valued, check: uintMin(1)},
+	"memory-target":           {kind: valued, check: memoryTarget},
+	"max-memory-target":       {kind: valued, forbidden: "mount-s3 1.24.0 has no such option (no release binary ever had it): it is memory-target now; write memory-target=<MiB> (at least 512), or leave it out: the driver sets it from the mount's memory limit (docs/sizing.md)"},
 	// Logging.
 	"log-directory": {kind: valued, forbidden: "it names a host path (mount-s3 runs as root); mount-s3's log is in the node's journal (systemd mode: journalctl -u mount-s3-<id>.service) or the Mountpoint Pod's log (pod mode); use debug for more detail"},
 	"log-metrics":   {kind: flag},
@@ -113,6 +115,41 @@ func uintMin(min uint64) func(string) error {
 		}
 		return nil
 	}
+}
+
+// Part sizes mount-s3 accepts (awslabs/mountpoint-s3@58817cab2:mountpoint-s3-client/src/
+// s3_crt_client.rs, S3CrtClientInner::new: refused at start-up otherwise, exit 1).
+const (
+	MinPartSize = 5 << 20
+	MaxPartSize = 5 << 30
+)
+
+func partSize(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n < MinPartSize || n > MaxPartSize {
+		return fmt.Errorf("must be a number of bytes between %d (5 MiB) and %d (5 GiB)", MinPartSize, MaxPartSize)
+	}
+	return nil
+}
+
+// MinMemoryTargetMiB is the least --memory-target mount-s3 takes (clap range(512..),
+// awslabs/mountpoint-s3@58817cab2:mountpoint-s3/src/cli.rs, CliArgs.memory_target).
+const MinMemoryTargetMiB = 512
+
+func memoryTarget(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n < MinMemoryTargetMiB {
+		return fmt.Errorf("must be a number of MiB, at least %d", MinMemoryTargetMiB)
+	}
+	return nil
+}
+
+// DataBufferBudgetMiB is what mount-s3 keeps for data buffers out of a memory target: the target
+// less max(128 MiB, target/8) for its own overhead
+// (awslabs/mountpoint-s3@58817cab2:mountpoint-s3-fs/src/memory/limiter.rs,
+// data_buffer_budget_for). With an explicit target, a read part above it fails start-up.
+func DataBufferBudgetMiB(targetMiB uint64) uint64 {
+	return targetMiB - max(128, targetMiB/8)
 }
 
 func idRange(v string) error {

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/s3csi/s3-csi-driver/pkg/mountargs"
 )
 
 // The volume attributes (and StorageClass parameters) that override a default, and the
@@ -117,7 +119,8 @@ func apply(base corev1.ResourceRequirements, values map[string]string, nameOf fu
 	return out, nil
 }
 
-// Check reports a request above its limit, naming the resource.
+// Check reports a request above its limit, naming the resource, and a memory limit below
+// MinMemoryLimit.
 func Check(r corev1.ResourceRequirements) error {
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		req, hasReq := r.Requests[name]
@@ -126,7 +129,40 @@ func Check(r corev1.ResourceRequirements) error {
 			return fmt.Errorf("the %s request %s is above its limit %s; raise the limit or lower the request", name, req.String(), lim.String())
 		}
 	}
+	if lim, ok := r.Limits[corev1.ResourceMemory]; ok && lim.Cmp(MinMemoryLimit) < 0 {
+		return fmt.Errorf("the memory limit %s is below the %s mount-s3 needs: its memory target is at least %d MiB, and %d MiB are kept above it for its overhead; set %s or more, or no limit",
+			lim.String(), MinMemoryLimit.String(), MinMemoryTargetMiB, MinMemoryHeadroomMiB, MinMemoryLimit.String())
+	}
 	return nil
+}
+
+// mount-s3 bounds its own memory by a target (--memory-target, MiB, at least 512; by default 95%
+// of its cgroup's limit, or of the machine's memory: awslabs/mountpoint-s3@58817cab2:
+// mountpoint-s3/src/cli.rs, memory_limit_setting). The target is what its buffer pool aims at,
+// not a hard bound: its own overhead comes on top. Under a memory limit L (a Mountpoint Pod's
+// container limit, a unit's MemoryMax) the driver gives it L less a headroom of a quarter of L,
+// at least 128 MiB, so that the kernel's OOM killer is not what bounds it.
+const (
+	MinMemoryTargetMiB   = mountargs.MinMemoryTargetMiB
+	MinMemoryHeadroomMiB = 128
+)
+
+// MinMemoryLimit is the smallest memory limit a mount may have: the least target and headroom.
+var MinMemoryLimit = *resource.NewQuantity((MinMemoryTargetMiB+MinMemoryHeadroomMiB)<<20, resource.BinarySI)
+
+// MemoryTargetMiB is the --memory-target (MiB) for a mount under the memory limit limit:
+// limit − max(128 MiB, limit/4), at least 512. limit must be at least MinMemoryLimit (Check).
+func MemoryTargetMiB(limit resource.Quantity) uint64 {
+	l := uint64(limit.Value()) >> 20
+	return max(MinMemoryTargetMiB, l-max(MinMemoryHeadroomMiB, l/4))
+}
+
+// LimitMiB is a memory limit in MiB (rounded down), 0 for none.
+func LimitMiB(r corev1.ResourceRequirements) uint64 {
+	if lim, ok := r.Limits[corev1.ResourceMemory]; ok {
+		return uint64(lim.Value()) >> 20
+	}
+	return 0
 }
 
 // MinCacheVolume is the smallest cache volume accepted: below it the room CacheBudgetMiB keeps

@@ -80,3 +80,21 @@ func TestCacheBudgetMiB(t *testing.T) {
 		t.Errorf("100Mi: %v", err)
 	}
 }
+
+// TestMemoryTarget: the target under a limit is the limit less max(128 MiB, a quarter), at
+// least 512 MiB; a limit below 640Mi is refused, naming the least.
+func TestMemoryTarget(t *testing.T) {
+	// 700Mi: a quarter (175) is above 128 MiB; 640Mi: 512 either way.
+	for limit, want := range map[string]uint64{"640Mi": 512, "700Mi": 525, "768Mi": 576, "1Gi": 768, "4Gi": 3072} {
+		if got := MemoryTargetMiB(resource.MustParse(limit)); got != want {
+			t.Errorf("limit %s: target %d MiB, want %d", limit, got, want)
+		}
+	}
+	err := Check(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}})
+	if err == nil || !strings.Contains(err.Error(), "the memory limit 512Mi is below the 640Mi mount-s3 needs") {
+		t.Errorf("512Mi: %v", err)
+	}
+	if err := Check(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: MinMemoryLimit}}); err != nil {
+		t.Errorf("640Mi: %v", err)
+	}
+}

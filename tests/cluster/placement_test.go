@@ -168,7 +168,7 @@ func fillNode(t *testing.T, ns string, margin resource.Quantity, priority int32)
 }
 
 // testMountpointOOM: a volume whose Mountpoint Pod has a memory limit (mountpointMemoryLimit
-// 256Mi), and a read that makes the stand-in grow past it (its test hook: the object
+// 640Mi, the least accepted), and a read that makes the stand-in grow past it (its test hook: the object
 // .s3csi-standin-grow-1024). The kernel's OOM killer ends mount-s3 in the real container
 // cgroup, kubelet restarts the container and reports OOMKilled, the node plugin mounts the
 // volume again, and the workload gets MountRepaired then the Warning Event MountOOMKilled
@@ -182,7 +182,7 @@ func testMountpointOOM(t *testing.T) {
 	env.s3.CreateBucket(t, bucket)
 	env.s3.PutObject(t, bucket, "data.txt", []byte("still here\n"))
 	env.s3.PutObject(t, bucket, ".s3csi-standin-grow-1024", []byte("grow\n"))
-	claim := staticVolume(t, ns, "data", bucket, volumeOpts{attributes: map[string]string{"mountpointMemoryLimit": "256Mi"}})
+	claim := staticVolume(t, ns, "data", bucket, volumeOpts{attributes: map[string]string{"mountpointMemoryLimit": "640Mi"}})
 	h2c := corev1.MountPropagationHostToContainer
 	w := workload(t, ns, "w", claim, podOpts{propagation: &h2c})
 	waitRunning(t, 2*time.Minute, w)
@@ -197,8 +197,8 @@ func testMountpointOOM(t *testing.T) {
 				msg = e.Message
 			}
 		}
-		if !strings.Contains(msg, "OOM-killed at its memory limit 256Mi") {
-			return fmt.Sprintf("no MountOOMKilled event naming the 256Mi limit yet (%q): %s", msg, podEvents(w))
+		if !strings.Contains(msg, "OOM-killed at its memory limit 640Mi") {
+			return fmt.Sprintf("no MountOOMKilled event naming the 640Mi limit yet (%q): %s", msg, podEvents(w))
 		}
 		return ""
 	})

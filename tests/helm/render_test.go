@@ -571,3 +571,22 @@ func TestCSIDriver(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestMemoryLimitFloor: a mount-s3 memory limit below 640Mi (its least memory target, 512Mi,
+// and the driver's 128Mi above it) is refused at render, as the binaries refuse it, and the
+// limit reaches the node plugin in every mode (it derives mount-s3's --memory-target from it).
+func TestMemoryLimitFloor(t *testing.T) {
+	for _, v := range []string{"256Mi", "639Mi", "600M", "671088639"} {
+		_, err := harness.HelmTemplate(t, release, namespace, "--set", "mountpointPod.resources.limits.memory="+v)
+		if err == nil || !strings.Contains(err.Error(), "mountpointPod.resources.limits.memory "+v+" is below the 640Mi mount-s3 needs") {
+			t.Errorf("limit %s: %v, want the refusal naming it", v, err)
+		}
+	}
+	for _, m := range modes {
+		_, objs := m.render(t, "--set", "mountpointPod.resources.limits.memory=640Mi")
+		ds := typed[appsv1.DaemonSet](t, one(t, objs, "DaemonSet", "s3-csi-node"))
+		if got, _ := flagValue(container(t, ds.Spec.Template.Spec, "s3-plugin").Args, "mountpoint-memory-limit"); got != "640Mi" {
+			t.Errorf("%s: the node plugin's --mountpoint-memory-limit %q, want 640Mi", m.name, got)
+		}
+	}
+}

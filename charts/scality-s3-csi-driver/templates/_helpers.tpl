@@ -400,7 +400,25 @@ Pod Reconciler (Mountpoint Pods) and the node plugin (systemd units) take: one r
 - --mountpoint-cpu-limit={{ . }}
 {{- end }}
 {{- with (.limits | default dict).memory }}
+{{- if lt (include "s3csi.bytes" (toString .) | float64) (mul 640 1048576 | float64) }}
+{{- fail (printf "mountpointPod.resources.limits.memory %s is below the 640Mi mount-s3 needs (its memory target is at least 512Mi, with 128Mi above it for its overhead; docs/sizing.md): set 640Mi or more, or null for no limit" (toString .)) }}
+{{- end }}
 - --mountpoint-memory-limit={{ . }}
 {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/*
+A memory quantity in bytes (as a decimal string): a number with an optional binary (Ki, Mi, Gi,
+Ti) or decimal (k, M, G, T) suffix, as the schema's quantity pattern allows; the binaries
+parse it again (resource.ParseQuantity) and refuse what this misreads.
+*/}}
+{{- define "s3csi.bytes" -}}
+{{- $m := regexFindAll "^([0-9.]+)([KMGT]i|[kMGT])?$" . 1 -}}
+{{- if not $m -}}0{{- else -}}
+{{- $num := regexReplaceAll "^([0-9.]+).*$" . "${1}" | float64 -}}
+{{- $unit := regexReplaceAll "^[0-9.]+" . "" -}}
+{{- $mult := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit -}}
+{{- mulf $num $mult -}}
+{{- end -}}
 {{- end -}}
