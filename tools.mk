@@ -82,9 +82,10 @@ K8S_VERSION := v1.33.13
 ETCD_SYSTEM := /usr/bin/etcd
 ETCD_APT_PACKAGE := etcd-server
 
-# Debian packages the tests need: fusermount3, etcd, killall/fuser, unshare/mount, curl, and
-# shellcheck (actionlint's check of the workflows' scripts).
-APT_PACKAGES := fuse3 etcd-server psmisc util-linux mount curl shellcheck
+# Debian packages the tests need: fusermount3, etcd, killall/fuser, unshare/mount, curl,
+# shellcheck (actionlint's check of the workflows' scripts), and gpg with gpg-agent (tests/helm
+# runs the Dockerfile's signature check of mount-s3 against keys it makes).
+APT_PACKAGES := fuse3 etcd-server psmisc util-linux mount curl shellcheck gpg gpg-agent
 # And the cluster suite's node: the container runtime, its CNI plugins (in /usr/lib/cni),
 # iptables (the kubernetes Service's DNAT), iproute2 (the network namespace), the static busybox
 # the e2e test images are made of.
