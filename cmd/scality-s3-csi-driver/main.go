@@ -142,7 +142,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.maxVolumesPerNode, "max-volumes-per-node", 0, "volume limit reported by NodeGetInfo; 0 means no limit")
 	fs.DurationVar(&o.mountTimeout, "mount-timeout", 60*time.Second, "how long mount-s3 may take to mount before the publish fails")
 	fs.DurationVar(&o.systemdTimeout, "systemd-timeout", 30*time.Second, "systemd mode: how long one D-Bus call to systemd may take before the operation fails Unavailable (a stuck systemd must not hang publishes); a connection attempt is bounded to 5s")
-	fs.StringVar(&o.s3CABundle, "s3-ca-bundle", "", "PEM file of CA certificates trusted for --s3-endpoint-url: by the controller's S3 client in addition to the system ones; by mount-s3 in both mount modes (AWS_CA_BUNDLE)")
+	fs.StringVar(&o.s3CABundle, "s3-ca-bundle", "", "PEM file of CA certificates trusted for --s3-endpoint-url: by the controller's S3 client in addition to the system ones; by mount-s3 in both mount modes instead of them (AWS_CA_BUNDLE, mount-s3's --ca-bundle, which replaces its trust store)")
 	fs.DurationVar(&o.emptyBucketBudget, "empty-bucket-budget", 30*time.Second, "controller mode: longest time one DeleteVolume spends emptying a bucket (bucketDeletionPolicy deleteWithObjects) before it returns Aborted and the provisioner retries; the call's own deadline shortens it")
 	fs.StringVar(&o.defaultMounter, "default-mounter", string(mountmode.Default), "node mode: the cluster default mount mode, systemd or pod; the Node's s3.csi.scality.com/mounter label overrides it")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "node mode: kubeconfig for the Kubernetes API (default: the in-cluster service account when in a pod, else none: systemd mode only)")

@@ -225,6 +225,15 @@ func writeSelfSignedCert(t TB, certFile, keyFile string) []byte {
 	return certPEM
 }
 
+// UnrelatedCA writes a CA certificate (PEM) no server of the tests uses and returns its path:
+// a bundle that trusts the wrong CA.
+func UnrelatedCA(t TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeSelfSignedCert(t, filepath.Join(dir, "unrelated-ca.pem"), filepath.Join(dir, "unrelated-ca.key"))
+	return filepath.Join(dir, "unrelated-ca.pem")
+}
+
 var errExitedEarly = errors.New("versitygw exited early")
 
 // waitHealthy polls url until it answers 200, the process exits, or s3StartTimeout passes.

@@ -10,8 +10,10 @@ import (
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
-// TestCustomCABundle: an HTTPS endpoint with a private CA. Without --s3-ca-bundle mount-s3
-// refuses the certificate (its error reaches the caller); with it the volume mounts and works.
+// TestCustomCABundle: an HTTPS endpoint with a private CA. Without --s3-ca-bundle, and with a
+// bundle of another CA, mount-s3 refuses the certificate (its error reaches the caller); with
+// the endpoint's CA the volume mounts and works. mount-s3 trusts the bundle alone
+// (AWS_CA_BUNDLE, its --ca-bundle: it replaces the system trust store).
 func TestCustomCABundle(t *testing.T) {
 	harness.RequireRoot(t)
 	s3 := harness.StartS3With(t, harness.S3Options{TLS: true})
@@ -27,6 +29,14 @@ func TestCustomCABundle(t *testing.T) {
 		t.Fatalf("publish without the CA bundle: %v, want mount-s3's certificate error", err)
 	}
 	without.Stop()
+
+	wrong := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
+		ExtraArgs: []string{"--s3-ca-bundle=" + harness.UnrelatedCA(t)}})
+	_, err = wrong.Node.NodePublishVolume(context.Background(), rw(target, "tls-bucket"))
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "certificate") {
+		t.Fatalf("publish with another CA's bundle: %v, want mount-s3's certificate error", err)
+	}
+	wrong.Stop()
 
 	with := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
 		ExtraArgs: []string{"--s3-ca-bundle=" + s3.CABundle}})

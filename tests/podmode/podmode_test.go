@@ -281,11 +281,26 @@ func TestPublishNeedsWorkloadIdentity(t *testing.T) {
 }
 
 // TestCustomCABundle: the Mountpoint Pod's mount-s3 trusts the private CA of an HTTPS endpoint
-// through the bundle the node plugin writes into the pod's comm directory.
+// through the bundle the node plugin writes into the pod's comm directory (AWS_CA_BUNDLE,
+// mount-s3's --ca-bundle: the bundle alone is trusted); with a bundle of another CA the publish
+// fails with mount-s3's certificate error.
 func TestCustomCABundle(t *testing.T) {
 	n := newNodeWith(t, harness.S3Options{TLS: true})
 	n.s3.CreateBucket(t, "pod-tls")
 	pv := n.volume("tls", "pod-tls", corev1.ReadWriteMany)
+
+	right := n.drv
+	right.Stop()
+	n.drv = n.startDriver("--s3-ca-bundle=" + harness.UnrelatedCA(t))
+	bad := n.workload("bad", pv, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := n.drv.Node.NodePublishVolume(ctx, n.publishReq(bad, pv, false)); err == nil || !strings.Contains(strings.ToLower(err.Error()), "certificate") {
+		t.Fatalf("publish with another CA's bundle: %v, want mount-s3's certificate error", err)
+	}
+	n.drv.Stop()
+	n.drv = n.startDriver("--s3-ca-bundle=" + n.s3.CABundle)
+
 	w := n.workload("w", pv, nil)
 	target := n.publish(w, pv, false)
 	harness.Must(t, os.WriteFile(filepath.Join(target, "over-tls"), []byte("tls"), 0o644))
