@@ -138,6 +138,14 @@ type fakeConn struct {
 	// onStart runs when a transient unit is started, before its job ends (what the unit would
 	// have done).
 	onStart func(name string)
+	// startResults overrides jobResult for the start job of the units it names; started keeps
+	// the properties each unit was started with.
+	startResults map[string]string
+	started      map[string][]sd.Property
+	// serviceProps answers GetServiceProperty by "unit property" (besides Result).
+	serviceProps map[string]any
+	// version is the manager's Version ("" for Debian 12's 252).
+	version string
 }
 
 func (f *fakeConn) record(call string) bool {
@@ -157,12 +165,23 @@ func (f *fakeConn) job(ch chan<- string) {
 	}
 }
 
-func (f *fakeConn) StartTransientUnitContext(_ context.Context, name, _ string, _ []sd.Property, ch chan<- string) (int, error) {
+func (f *fakeConn) StartTransientUnitContext(_ context.Context, name, _ string, props []sd.Property, ch chan<- string) (int, error) {
 	if !f.record("start " + name) {
 		return 0, dbus.ErrClosed
 	}
+	f.mu.Lock()
+	if f.started == nil {
+		f.started = map[string][]sd.Property{}
+	}
+	f.started[name] = props
+	result, scripted := f.startResults[name]
+	f.mu.Unlock()
 	if f.onStart != nil {
 		f.onStart(name)
+	}
+	if scripted && !f.hold && ch != nil {
+		ch <- result
+		return 1, nil
 	}
 	f.job(ch)
 	return 1, nil
@@ -215,6 +234,9 @@ func (f *fakeConn) GetServicePropertyContext(_ context.Context, name, prop strin
 	f.record("get " + name + " " + prop)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if v, ok := f.serviceProps[name+" "+prop]; ok {
+		return &sd.Property{Name: prop, Value: dbus.MakeVariant(v)}, nil
+	}
 	if prop != "Result" || f.result == "" {
 		return nil, errors.New("no such property")
 	}
@@ -226,7 +248,14 @@ func (f *fakeConn) SetUnitPropertiesContext(_ context.Context, name string, _ bo
 	return nil
 }
 
-func (f *fakeConn) GetManagerProperty(string) (string, error) { return `"252.38-1~deb12u1"`, nil }
+func (f *fakeConn) GetManagerProperty(string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.version != "" {
+		return f.version, nil
+	}
+	return `"252.38-1~deb12u1"`, nil
+}
 
 func (f *fakeConn) Connected() bool {
 	f.mu.Lock()

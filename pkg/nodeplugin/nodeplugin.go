@@ -181,6 +181,9 @@ func Run(ctx context.Context, cfg Config) error {
 			// Mounts still work; they are not capped together until the next start.
 			klog.ErrorS(err, "The node-wide cap of the mount-s3 units is not set", "slice", systemd.Slice)
 		}
+		if err := checkBinaries(ctx, sm); err != nil {
+			return err
+		}
 		monitor.Watch(mountmode.Systemd, sm)
 		if cfg.HealthCheckInterval > 0 {
 			sm.WatchUnits(monitor.Trigger)
@@ -320,6 +323,48 @@ func Run(ctx context.Context, cfg Config) error {
 	// node after an uninstall (seen in the cluster suite: the process exited first).
 	waitAtMost(&registering, 5*time.Second)
 	return err
+}
+
+// binaryFlags are the flags that name each program the mount units run, and what to do when
+// it is missing.
+var binaryFlags = map[string]struct{ flag, fix string }{
+	systemd.BinaryMountS3: {"--mount-s3-path",
+		"install-mp copies it to the host (Helm node.mountS3InstallDir); set --mount-s3-path to where it is, or --systemd-mounter=false if no node uses systemd mode"},
+	systemd.BinaryFuseHelper: {"--fuse-helper-path",
+		"install-mp copies it next to mount-s3 (Helm node.mountS3InstallDir; auto: next to --mount-s3-path); set --fuse-helper-path to where it is, or to empty to let mount-s3 mount FUSE itself (holding CAP_SYS_ADMIN), or --systemd-mounter=false if no node uses systemd mode"},
+}
+
+// binaryChecker is the part of the systemd mounter checkBinaries uses.
+type binaryChecker interface {
+	CheckBinaries(ctx context.Context) error
+}
+
+// checkBinaryTimeout bounds the start-up check of the mount units' programs.
+const checkBinaryTimeout = 2 * time.Minute
+
+// checkBinaries returns an error naming the program and its flag when a program the mount
+// units will run is missing or does not run on the host (the plugin then stops: every systemd
+// publish would fail). The paths are the host's, which the plugin's container does not see:
+// systemd runs each (systemd.Mounter.CheckBinaries). A check that cannot be made (systemd
+// unreachable now) is logged and the plugin starts: its Probe reports systemd, and a unit that
+// cannot run its program still fails its publish.
+func checkBinaries(ctx context.Context, c binaryChecker) error {
+	cctx, cancel := context.WithTimeout(ctx, checkBinaryTimeout)
+	defer cancel()
+	err := c.CheckBinaries(cctx)
+	var b *systemd.BinaryError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &b):
+		f := binaryFlags[b.Binary]
+		return fmt.Errorf("systemd mode cannot mount: %w; %s names it: %s", err, f.flag, f.fix)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		klog.ErrorS(err, "Could not check that mount-s3 and scality-fuse-helper run on the host; starting without the check")
+		return nil
+	}
 }
 
 // waitAtMost waits for wg, at most d.

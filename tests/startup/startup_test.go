@@ -6,6 +6,7 @@
 package startup
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -55,7 +56,9 @@ func TestStartupLogs(t *testing.T) {
 	var all []started
 	all = append(all,
 		started{"node plugin, systemd mode only", node("n-systemd", "--default-mounter=systemd", "--pod-mounter=false"), nil},
-		started{"node plugin, pod mode only", node("n-pod", "--default-mounter=pod", "--systemd-mounter=false"), cacheLogs},
+		// Without systemd mode the programs of its units are not checked: none there.
+		started{"node plugin, pod mode only", node("n-pod", "--default-mounter=pod", "--systemd-mounter=false",
+			"--mount-s3-path=/nonexistent/mount-s3", "--fuse-helper-path=/nonexistent/scality-fuse-helper"), cacheLogs},
 		started{"node plugin, both modes", node("n-both", "--default-mounter=systemd"), cacheLogs},
 	)
 	cp := harness.StartControllerPlugin(t, harness.ControllerPluginOptions{S3: s3, WithCredentials: true})
@@ -116,4 +119,98 @@ func check(t *testing.T, name, log string, want *regexp.Regexp) {
 func tail(s string, n int) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(l[max(0, len(l)-n):], "\n")
+}
+
+// TestStartupChecksBinaries: in systemd mode the node plugin runs, through systemd, the host
+// programs its mount units will run (mount-s3, scality-fuse-helper) and stops at once, with
+// exit status 1 and a message naming the program, its path and its flag, when one is missing,
+// not executable, or does not run (before, it started and every publish failed with "mount-s3
+// printed nothing"). The programs that are there run (TestStartupLogs: the plugins keep running).
+func TestStartupChecksBinaries(t *testing.T) {
+	harness.RequireRoot(t)
+	s3 := harness.StartS3(t)
+	kubelet := harness.NewKubeletDir(t)
+	harness.CleanupMounts(t, kubelet)
+	sd := harness.StartSystemd(t, kubelet)
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	notExecutable := write("mount-s3", "#!/bin/sh\n", 0o644)
+	broken := write("broken-mount-s3", "#!/bin/sh\necho 'mount-s3: error while loading shared libraries: libfuse.so.2: cannot open shared object file' >&2\nexit 127\n", 0o755)
+	if err := os.Mkdir(filepath.Join(dir, "elsewhere"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrapped := write("elsewhere/mount-s3", "#!/bin/sh\nexec "+harness.MountS3(t)+" \"$@\"\n", 0o755)
+	helper := harness.Bin(t, "scality-fuse-helper")
+	missingHelper := filepath.Join(dir, "bin", "scality-fuse-helper")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{
+			name: "scality-fuse-helper missing",
+			args: []string{"--mount-s3-path=" + harness.MountS3(t), "--fuse-helper-path=" + missingHelper},
+			want: []string{
+				fmt.Sprintf("systemd mode cannot mount: scality-fuse-helper (%s) is missing or not executable on the host (systemd could not execute it: status 203/EXEC); --fuse-helper-path names it", missingHelper),
+			},
+		},
+		{
+			// A mount-s3 installed elsewhere (--mount-s3-path) without the helper beside it.
+			name: "scality-fuse-helper missing next to mount-s3 (auto)",
+			args: []string{"--mount-s3-path=" + wrapped, "--fuse-helper-path=auto"},
+			want: []string{
+				fmt.Sprintf("systemd mode cannot mount: scality-fuse-helper (%s) is missing or not executable on the host", filepath.Join(filepath.Dir(wrapped), "scality-fuse-helper")),
+				"--fuse-helper-path names it", "auto: next to --mount-s3-path",
+			},
+		},
+		{
+			name: "mount-s3 not executable",
+			args: []string{"--mount-s3-path=" + notExecutable, "--fuse-helper-path=" + helper},
+			want: []string{fmt.Sprintf("systemd mode cannot mount: mount-s3 (%s) is missing or not executable on the host (systemd could not execute it: status 203/EXEC); --mount-s3-path names it", notExecutable)},
+		},
+		{
+			name: "mount-s3 does not run",
+			args: []string{"--mount-s3-path=" + broken, "--fuse-helper-path=" + helper},
+			want: []string{
+				fmt.Sprintf("systemd mode cannot mount: mount-s3 (%s) does not run on the host: %s --version ended exit-code (status 127): mount-s3: error while loading shared libraries: libfuse.so.2", broken, broken),
+				"--mount-s3-path names it",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{
+				"--endpoint=unix://" + filepath.Join(t.TempDir(), "csi.sock"),
+				"--node-id=n-check", "--kubelet-path=" + kubelet, "--systemd-socket=" + sd.Socket,
+				"--s3-endpoint-url=" + s3.Endpoint, "--s3-region=" + s3.Region,
+				"--default-mounter=systemd", "--pod-mounter=false", "--v=2",
+			}, tc.args...)
+			p := harness.StartProcess(t, "scality-s3-csi-driver", args, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"})
+			select {
+			case <-p.Exited():
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the node plugin still runs:\n%s", tail(p.Log(), 20))
+			}
+			if code := p.ExitCode(); code != 1 {
+				t.Errorf("exit status %d, want 1", code)
+			}
+			log := p.Log()
+			for _, w := range tc.want {
+				// klog quotes the error: its own quotes come escaped.
+				if !strings.Contains(strings.ReplaceAll(log, `\"`, `"`), w) {
+					t.Errorf("the log lacks %q:\n%s", w, tail(log, 20))
+				}
+			}
+			check(t, tc.name, log, nil)
+		})
+	}
 }
