@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,9 +14,9 @@ import (
 // ttl is a parsed --metadata-ttl / --negative-metadata-ttl value.
 type ttl struct {
 	set        bool          // the option was given
-	minimal    bool          // "minimal" (also what "0" is turned into, as the real one does)
+	minimal    bool          // "minimal"
 	indefinite bool          // "indefinite" (100 years)
-	zero       bool          // given as "0" (deprecated spelling of "minimal")
+	zero       bool          // given as "0": --metadata-ttl turns it into "minimal" (with a warning)
 	d          time.Duration // explicit number of seconds
 }
 
@@ -26,7 +28,9 @@ type Options struct {
 	Prefix, Region, EndpointURL, BucketType, Profile, StorageClass string
 	ExpectedBucketOwner, LogDirectory, Cache, CacheXZ              string
 	UserAgentPrefix, SSE, SSEKMSKeyID, UploadChecksums             string
+	CABundle                                                       string // valid when HasCABundle
 	Bind                                                           []string
+	HasCABundle                                                    bool
 
 	ForcePathStyle, TransferAcceleration, DualStack, RequesterPays, NoSignRequest bool
 	ReadOnly, AllowDelete, AllowOverwrite, IncrementalUpload, AutoUnmount         bool
@@ -34,7 +38,8 @@ type Options struct {
 	Help, Version, InferContentType                                               bool
 
 	MaxThroughputGbps, MaxThreads, PartSize, ReadPartSize, WritePartSize, MaxCacheSize uint64
-	MaxMemoryTarget, OTLPExportInterval                                                uint64
+	MemoryTarget, OTLPExportInterval                                                   uint64 // MiB, seconds
+	HasMemoryTarget                                                                    bool
 	OTLPEndpoint                                                                       string
 
 	UID, GID                uint32 // valid when HasUID / HasGID
@@ -61,7 +66,8 @@ func usagef(format string, args ...any) error {
 // optSpec describes one option. An empty value name marks a flag (no value).
 type optSpec struct {
 	long, short, value string
-	multi              bool // may be repeated (only --bind)
+	env                string // clap's env fallback: the value when the option is absent (only --ca-bundle)
+	multi              bool   // may be repeated (only --bind)
 	set                func(o *Options, v string) error
 }
 
@@ -82,44 +88,76 @@ func str(f func(o *Options) *string) func(*Options, string) error {
 	return func(o *Options, v string) error { *f(o) = v; return nil }
 }
 
-// uintRange parses v like Rust's u64/u32 FromStr and checks min <= v <= max, returning
-// clap's wording on failure.
-func uintRange(v string, min, max uint64) (uint64, error) {
-	if v == "" {
-		return 0, fmt.Errorf("cannot parse integer from empty string")
+// rustParseErr is the text of Rust's ParseIntError for v.
+func rustParseErr(v string, err error) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("cannot parse integer from empty string")
+	case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-"):
+		return fmt.Errorf("number too large to fit in target type")
+	case errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("number too small to fit in target type")
 	}
+	return fmt.Errorf("invalid digit found in string")
+}
+
+// parseRustUint is Rust's u64 FromStr: decimal digits after an optional '+'.
+func parseRustUint(v string) (uint64, error) {
 	n, err := strconv.ParseUint(strings.TrimPrefix(v, "+"), 10, 64)
 	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return 0, fmt.Errorf("number too large to fit in target type")
-		}
-		return 0, fmt.Errorf("invalid digit found in string")
-	}
-	if n > max && max == math.MaxUint32 {
-		return 0, fmt.Errorf("number too large to fit in target type")
-	}
-	if n < min || n > max {
-		return 0, fmt.Errorf("%d is not in %d..=%d", n, min, max)
+		return 0, rustParseErr(v, err)
 	}
 	return n, nil
 }
 
-func u64(min uint64, f func(o *Options) *uint64) func(*Options, string) error {
+// u64 is clap's value_parser!(u64).range(min..) (RangedU64ValueParser; its bounds read
+// "min..18446744073709551615" when open-ended); exclusiveMax marks a range(min..max), which
+// refuses u64::MAX itself (the part sizes' range(1..usize::MAX)).
+func u64(min uint64, exclusiveMax bool, f func(o *Options) *uint64) func(*Options, string) error {
 	return func(o *Options, v string) error {
-		n, err := uintRange(v, min, math.MaxUint64)
+		n, err := parseRustUint(v)
+		if err != nil {
+			return err
+		}
+		if n < min || (exclusiveMax && n == math.MaxUint64) {
+			return fmt.Errorf("%d is not in %d..%d", n, min, uint64(math.MaxUint64))
+		}
 		*f(o) = n
-		return err
+		return nil
 	}
 }
 
+// u32 is clap's value_parser!(u32).range(1..): the value is parsed as an i64 (so "-1" and
+// "4294967296" are range errors) and must be in 1..=4294967295 (RangedI64ValueParser).
 func u32(f func(o *Options) (*uint32, *bool)) func(*Options, string) error {
 	return func(o *Options, v string) error {
-		n, err := uintRange(v, 1, math.MaxUint32)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return rustParseErr(v, err)
+		}
+		if n < 1 || n > math.MaxUint32 {
+			return fmt.Errorf("%d is not in 1..=%d", n, uint32(math.MaxUint32))
+		}
 		p, has := f(o)
 		*p, *has = uint32(n), true
-		return err
+		return nil
 	}
 }
+
+// pathValue is clap's PathBuf value parser: any value but an empty one, which clap reports as a
+// missing value (errEmpty).
+func pathValue(f func(o *Options) *string) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		if v == "" {
+			return errEmpty
+		}
+		*f(o) = v
+		return nil
+	}
+}
+
+// errEmpty marks an empty value where clap wants one (PathBufValueParser).
+var errEmpty = errors.New("empty value")
 
 // perm parses permission bits in octal ("770", "0770"); only 0..0777 is accepted.
 func perm(f func(o *Options) (*uint32, *bool)) func(*Options, string) error {
@@ -154,8 +192,10 @@ type possibleValues struct{ values []string }
 
 func (p *possibleValues) Error() string { return "" }
 
-// parseTTL accepts "minimal", "indefinite" or a number of seconds up to 100 years; "0" means
-// "minimal" (with a warning, printed by main).
+// parseTTL accepts "minimal", "indefinite" or a number of seconds up to 100 years
+// (awslabs/mountpoint-s3@58817cab2:mountpoint-s3-fs/src/fs/time_to_live.rs, new_from_str). "0"
+// is a zero duration; only --metadata-ttl turns it into "minimal" (ttls, and the warning in
+// run), --negative-metadata-ttl keeps it (cli.rs, cache_config).
 func parseTTL(f func(o *Options) *ttl) func(*Options, string) error {
 	return func(o *Options, v string) error {
 		t := ttl{set: true}
@@ -173,7 +213,7 @@ func parseTTL(f func(o *Options) *ttl) func(*Options, string) error {
 				return fmt.Errorf("TTL must not be greater than 3153600000s (~100 years), or be 'indefinite', or 'minimal'")
 			}
 			t.d = time.Duration(n) * time.Second
-			t.minimal, t.zero = n == 0, n == 0
+			t.zero = n == 0
 		}
 		*f(o) = t
 		return nil
@@ -220,26 +260,34 @@ var specs = []*optSpec{
 	{long: "auto-unmount", set: flag(func(o *Options) *bool { return &o.AutoUnmount })},
 	{long: "allow-root", set: flag(func(o *Options) *bool { return &o.AllowRoot })},
 	{long: "allow-other", set: flag(func(o *Options) *bool { return &o.AllowOther })},
-	{long: "maximum-throughput-gbps", value: "N", set: u64(1, func(o *Options) *uint64 { return &o.MaxThroughputGbps })},
-	{long: "max-threads", value: "N", set: u64(1, func(o *Options) *uint64 { return &o.MaxThreads })},
-	{long: "part-size", value: "SIZE", set: u64(1, func(o *Options) *uint64 { return &o.PartSize })},
-	{long: "read-part-size", value: "SIZE", set: u64(1, func(o *Options) *uint64 { return &o.ReadPartSize })},
-	{long: "write-part-size", value: "SIZE", set: u64(1, func(o *Options) *uint64 { return &o.WritePartSize })},
+	{long: "maximum-throughput-gbps", value: "N", set: u64(1, false, func(o *Options) *uint64 { return &o.MaxThroughputGbps })},
+	{long: "max-threads", value: "N", set: u64(1, false, func(o *Options) *uint64 { return &o.MaxThreads })},
+	{long: "part-size", value: "SIZE", set: u64(1, true, func(o *Options) *uint64 { return &o.PartSize })},
+	{long: "read-part-size", value: "SIZE", set: u64(1, true, func(o *Options) *uint64 { return &o.ReadPartSize })},
+	{long: "write-part-size", value: "SIZE", set: u64(1, true, func(o *Options) *uint64 { return &o.WritePartSize })},
+	{long: "memory-target", value: "MiB", set: func(o *Options, v string) error {
+		o.HasMemoryTarget = true
+		return u64(512, false, func(o *Options) *uint64 { return &o.MemoryTarget })(o, v)
+	}},
+	{long: "ca-bundle", value: "PATH", env: "AWS_CA_BUNDLE", set: func(o *Options, v string) error {
+		o.HasCABundle = true
+		return pathValue(func(o *Options) *string { return &o.CABundle })(o, v)
+	}},
 	{long: "uid", value: "UID", set: u32(func(o *Options) (*uint32, *bool) { return &o.UID, &o.HasUID })},
 	{long: "gid", value: "GID", set: u32(func(o *Options) (*uint32, *bool) { return &o.GID, &o.HasGID })},
 	{long: "dir-mode", value: "DIR_MODE", set: perm(func(o *Options) (*uint32, *bool) { return &o.DirMode, &o.HasDirMode })},
 	{long: "file-mode", value: "FILE_MODE", set: perm(func(o *Options) (*uint32, *bool) { return &o.FileMode, &o.HasFileMode })},
 	{long: "foreground", short: "f", set: flag(func(o *Options) *bool { return &o.Foreground })},
 	{long: "expected-bucket-owner", value: "AWS_ACCOUNT_ID", set: str(func(o *Options) *string { return &o.ExpectedBucketOwner })},
-	{long: "log-directory", short: "l", value: "DIRECTORY", set: str(func(o *Options) *string { return &o.LogDirectory })},
+	{long: "log-directory", short: "l", value: "DIRECTORY", set: pathValue(func(o *Options) *string { return &o.LogDirectory })},
 	{long: "log-metrics", set: flag(func(o *Options) *bool { return &o.LogMetrics })},
 	{long: "debug", short: "d", set: flag(func(o *Options) *bool { return &o.Debug })},
 	{long: "debug-crt", set: flag(func(o *Options) *bool { return &o.DebugCRT })},
 	{long: "no-log", set: flag(func(o *Options) *bool { return &o.NoLog })},
-	{long: "cache", value: "DIRECTORY", set: str(func(o *Options) *string { return &o.Cache })},
+	{long: "cache", value: "DIRECTORY", set: pathValue(func(o *Options) *string { return &o.Cache })},
 	{long: "metadata-ttl", value: "SECONDS|indefinite|minimal", set: parseTTL(func(o *Options) *ttl { return &o.MetadataTTL })},
 	{long: "negative-metadata-ttl", value: "SECONDS|indefinite|minimal", set: parseTTL(func(o *Options) *ttl { return &o.NegativeMetadataTTL })},
-	{long: "max-cache-size", value: "MiB", set: u64(0, func(o *Options) *uint64 { return &o.MaxCacheSize })},
+	{long: "max-cache-size", value: "MiB", set: u64(0, false, func(o *Options) *uint64 { return &o.MaxCacheSize })},
 	{long: "cache-xz", value: "BUCKET", set: func(o *Options, v string) error {
 		o.CacheXZ = v
 		return validateBucket(v)
@@ -255,15 +303,14 @@ var specs = []*optSpec{
 	}},
 	{long: "upload-checksums", value: "ALGORITHM", set: choice([]string{"crc32c", "crc64nvme", "off"}, func(o *Options) *string { return &o.UploadChecksums })},
 	{long: "infer-content-type", set: flag(func(o *Options) *bool { return &o.InferContentType })},
-	{long: "max-memory-target", value: "MiB", set: u64(1, func(o *Options) *uint64 { return &o.MaxMemoryTarget })},
-	{long: "otlp-endpoint", value: "URL", set: func(o *Options, v string) error {
+	{long: "otlp-endpoint", value: "ENDPOINT", set: func(o *Options, v string) error {
 		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
 			return fmt.Errorf("must be an http:// or https:// URL")
 		}
 		o.OTLPEndpoint = v
 		return nil
 	}},
-	{long: "otlp-export-interval", value: "SECONDS", set: u64(1, func(o *Options) *uint64 { return &o.OTLPExportInterval })},
+	{long: "otlp-export-interval", value: "SECONDS", set: u64(1, false, func(o *Options) *uint64 { return &o.OTLPExportInterval })},
 	{long: "bind", value: "NETWORK_INTERFACE", multi: true, set: func(o *Options, v string) error {
 		o.Bind = append(o.Bind, v)
 		return nil
@@ -296,6 +343,9 @@ func parseArgs(args []string) (*Options, error) {
 		}
 		seen[s] = pos
 		if err := s.set(o, v); err != nil {
+			if errors.Is(err, errEmpty) {
+				return usagef("a value is required for '%s' but none was supplied", s.display())
+			}
 			if pv, ok := err.(*possibleValues); ok {
 				return &usageError{fmt.Sprintf("error: invalid value '%s' for '%s'\n  [possible values: %s]\n\nFor more information, try '--help'.\n",
 					v, s.display(), strings.Join(pv.values, ", "))}
@@ -379,6 +429,20 @@ func parseArgs(args []string) (*Options, error) {
 	if err := validateBucket(o.Bucket); err != nil {
 		return nil, &usageError{fmt.Sprintf("error: invalid value '%s' for '<BUCKET_NAME>': %v\n\nFor more information, try '--help'.\n", o.Bucket, err)}
 	}
+	if o.MountPoint == "" {
+		return nil, usagef("a value is required for '<DIRECTORY>' but none was supplied")
+	}
+	// clap's env fallbacks count as given, for the relations too (Parser::add_env).
+	for _, s := range specs {
+		if _, given := seen[s]; given || s.env == "" {
+			continue
+		}
+		if v, ok := os.LookupEnv(s.env); ok {
+			if err := apply(s, v, len(args)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return o, checkRelations(seen)
 }
 
@@ -429,6 +493,7 @@ Options (see the real mount-s3 --help for their meaning):
   --metadata-ttl <SECONDS|indefinite|minimal>  --negative-metadata-ttl <SECONDS|indefinite|minimal>
   --max-cache-size <MiB>  --cache-xz <BUCKET>  --user-agent-prefix <PREFIX>  --sse <SSE>
   --sse-kms-key-id <AWS_KMS_KEY_ARN>  --upload-checksums <ALGORITHM>  --bind <NETWORK_INTERFACE>
-  --infer-content-type  --max-memory-target <MiB>  --otlp-endpoint <URL>  --otlp-export-interval <SECONDS>
+  --infer-content-type  --memory-target <MiB>  --ca-bundle <PATH>  --otlp-endpoint <ENDPOINT>
+  --otlp-export-interval <SECONDS>
   -h, --help  -V, --version
 `

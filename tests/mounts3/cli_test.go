@@ -55,9 +55,17 @@ func TestParseArgsAccepted(t *testing.T) {
 			o.AllowOverwrite, o.IncrementalUpload, o.AutoUnmount, o.AllowRoot = true, true, true, true
 			o.LogMetrics, o.DebugCRT, o.PartSize = true, true, 10
 		}},
-		{"ttl zero is minimal", []string{"bkt", "/mnt", "--metadata-ttl", "0"}, func(o *Options) {
-			o.MetadataTTL = ttl{set: true, minimal: true, zero: true}
+		{"ttl zero is a zero duration", []string{"bkt", "/mnt", "--metadata-ttl", "0", "--negative-metadata-ttl", "0"}, func(o *Options) {
+			o.MetadataTTL = ttl{set: true, zero: true}
+			o.NegativeMetadataTTL = ttl{set: true, zero: true}
 		}},
+		{"memory target and CA bundle", []string{"bkt", "/mnt", "--memory-target", "512", "--ca-bundle=/etc/ca.pem"}, func(o *Options) {
+			o.MemoryTarget, o.HasMemoryTarget, o.CABundle, o.HasCABundle = 512, true, "/etc/ca.pem", true
+		}},
+		{"rust integer syntax", []string{"bkt", "/mnt", "--uid", "+7", "--max-threads", "+3"}, func(o *Options) {
+			o.UID, o.HasUID, o.MaxThreads = 7, true, 3
+		}},
+		{"fd 0 mount point", []string{"bkt", "/dev/fd/0"}, func(o *Options) { o.MountPoint = "/dev/fd/0" }},
 		{"bucket arn", []string{"arn:aws:s3:::my/bucket", "/mnt"}, func(o *Options) { o.Bucket = "arn:aws:s3:::my/bucket" }},
 		{"help wins over later errors", []string{"--help", "--nope"}, nil},
 		{"version", []string{"-V"}, nil},
@@ -98,8 +106,16 @@ func TestParseArgsRejected(t *testing.T) {
 		{"flag with value", []string{"bkt", "/mnt", "--read-only=true"}, "error: unexpected value 'true' for '--read-only' found"},
 		{"uid not a number", []string{"bkt", "/mnt", "--uid", "x"}, "error: invalid value 'x' for '--uid <UID>': invalid digit found in string"},
 		{"uid zero", []string{"bkt", "/mnt", "--uid=0"}, "invalid value '0' for '--uid <UID>': 0 is not in 1..=4294967295"},
-		{"gid too large", []string{"bkt", "/mnt", "--gid=4294967296"}, "invalid value '4294967296' for '--gid <GID>': number too large"},
-		{"gid negative", []string{"bkt", "/mnt", "--gid=-1"}, "invalid value '-1' for '--gid <GID>'"},
+		{"gid too large", []string{"bkt", "/mnt", "--gid=4294967296"}, "invalid value '4294967296' for '--gid <GID>': 4294967296 is not in 1..=4294967295"},
+		{"gid negative", []string{"bkt", "/mnt", "--gid=-1"}, "invalid value '-1' for '--gid <GID>': -1 is not in 1..=4294967295"},
+		{"uid beyond i64", []string{"bkt", "/mnt", "--uid=9223372036854775808"}, "number too large to fit in target type"},
+		{"memory target below 512", []string{"bkt", "/mnt", "--memory-target", "511"}, "invalid value '511' for '--memory-target <MiB>': 511 is not in 512..18446744073709551615"},
+		{"memory target negative", []string{"bkt", "/mnt", "--memory-target=-1"}, "invalid value '-1' for '--memory-target <MiB>': invalid digit found in string"},
+		{"max memory target is no option", []string{"bkt", "/mnt", "--max-memory-target", "1024"}, "error: unexpected argument '--max-memory-target' found"},
+		{"part size u64 max", []string{"bkt", "/mnt", "--part-size=18446744073709551615"}, "18446744073709551615 is not in 1..18446744073709551615"},
+		{"empty cache", []string{"bkt", "/mnt", "--cache="}, "a value is required for '--cache <DIRECTORY>' but none was supplied"},
+		{"empty ca bundle", []string{"bkt", "/mnt", "--ca-bundle="}, "a value is required for '--ca-bundle <PATH>' but none was supplied"},
+		{"empty mount point", []string{"bkt", ""}, "a value is required for '<DIRECTORY>' but none was supplied"},
 		{"dir mode not octal", []string{"bkt", "/mnt", "--dir-mode", "789"}, "invalid value '789' for '--dir-mode <DIR_MODE>': must be a valid octal number"},
 		{"file mode too big", []string{"bkt", "/mnt", "--file-mode", "4755"}, "only user/group/other permissions are supported"},
 		{"threads zero", []string{"bkt", "/mnt", "--max-threads", "0"}, "invalid value '0' for '--max-threads <N>'"},
@@ -149,7 +165,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"help", []string{"-h"}, 0, "Usage: mount-s3 [OPTIONS] <BUCKET_NAME> <DIRECTORY>", ""},
 		{"usage error", []string{"bkt"}, 2, "", "error: the following required arguments"},
 		{"missing mount point", []string{"bkt", "/nonexistent/dir", "-f"}, 1, "", "Error: Failed to create mount point\n\nCaused by:\n    mount point /nonexistent/dir does not exist"},
-		{"bad fd", []string{"bkt", "/dev/fd/987", "-f"}, 1, "", "is not a valid FUSE file descriptor"},
+		{"bad fd", []string{"bkt", "/dev/fd/987", "-f"}, 1, "", "Error: Failed to create mount point\n\nCaused by:\n    mount point /dev/fd/987 is not a valid file descriptor"},
 		{"kms with AES256", []string{"bkt", t.TempDir(), "-f", "--sse", "AES256", "--sse-kms-key-id", "arn:aws:kms:r:1:key/k"}, 1, "", "--sse-kms-key-id can not be used with --sse AES256"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,6 +196,7 @@ func TestTTLs(t *testing.T) {
 	}{
 		{"default minimal", parse(), 0, time.Second, 0},
 		{"zero is minimal", parse("--metadata-ttl=0"), 0, time.Second, 0},
+		{"negative zero is zero", parse("--metadata-ttl=60", "--negative-metadata-ttl=0"), time.Minute, time.Minute, 0},
 		{"seconds", parse("--metadata-ttl=5"), 5 * time.Second, 5 * time.Second, 5 * time.Second},
 		{"cache default", parse("--cache=/c"), time.Minute, time.Minute, time.Minute},
 		{"indefinite with negative", parse("--metadata-ttl=indefinite", "--negative-metadata-ttl=2"), year100, year100, 2 * time.Second},
@@ -194,7 +211,8 @@ func TestTTLs(t *testing.T) {
 }
 
 func TestParseFuseFD(t *testing.T) {
-	for in, want := range map[string]int{"/dev/fd/3": 3, "/dev/fd/0": -1, "/dev/fd/x": -1, "/mnt": -1, "/dev/fd/": -1} {
+	for in, want := range map[string]int{"/dev/fd/3": 3, "/dev/fd/0": 0, "/dev/fd/03": 3, "/dev/fd/x": -1, "/mnt": -1, "/dev/fd/": -1,
+		"/dev/fd/3/": -1, "/dev/fd/-1": -1, "/dev/fd/2147483648": -1, " /dev/fd/3": -1} {
 		n, ok := parseFuseFD(in)
 		if !ok {
 			n = -1

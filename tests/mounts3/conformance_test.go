@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,8 +81,9 @@ func fuseMount(t *testing.T, dir string, allowOther bool) *os.File {
 	return dev
 }
 
-// TestFdMountPointRules (rows M5-M7): with /dev/fd/N, N must be /dev/fuse opened read-write,
-// and --read-only and --auto-unmount are refused; nothing is served then.
+// TestFdMountPointRules (rows M5-M7): with /dev/fd/N, /proc/self/fd/N must link to /dev/fuse
+// opened read-write, and --read-only and --auto-unmount are refused, each with mount-s3's
+// message; nothing is served then.
 func TestFdMountPointRules(t *testing.T) {
 	f := newFixture(t, "bkt-fdrules")
 	devNull, err := os.Open(os.DevNull)
@@ -99,17 +101,24 @@ func TestFdMountPointRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fuseRW.Close()
+	pipeR, pipeW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipeR.Close()
+	defer pipeW.Close()
 	for _, c := range []struct {
 		name  string
 		fd    *os.File
 		extra []string
 		want  string
 	}{
-		{"not fuse", devNull, nil, "is not a valid FUSE file descriptor: not /dev/fuse"},
-		{"fuse read-only", fuseRO, nil, "is not a valid FUSE file descriptor: not opened for reading and writing"},
-		{"read-only", fuseRW, []string{"--read-only"}, "Mount options: --read-only are ignored with FUSE fd mount point"},
-		{"auto-unmount", fuseRW, []string{"--auto-unmount"}, "Mount options: --auto-unmount are ignored with FUSE fd mount point"},
-		{"both", fuseRW, []string{"--auto-unmount", "--read-only"}, "Mount options: --read-only, --auto-unmount are ignored with FUSE fd mount point"},
+		{"not fuse", devNull, nil, "Error: Failed to create mount point\n\nCaused by:\n    expected mount point /dev/fd/3 to be a /dev/fuse file descriptor but got /dev/null\n"},
+		{"fuse read-only", fuseRO, nil, "Error: Failed to create mount point\n\nCaused by:\n    expected mount point /dev/fd/3 file descriptor to have read and write permissions but got FDPermissions(READ | EXECUTE)\n"},
+		{"pipe", pipeR, nil, "expected mount point /dev/fd/3 to be a /dev/fuse device file descriptor but got Pipe("},
+		{"read-only", fuseRW, []string{"--read-only"}, "Error: Mount options: --read-only are ignored with FUSE fd mount point.Mount options should be passed while performing `mount` syscall in the caller process.\n"},
+		{"auto-unmount", fuseRW, []string{"--auto-unmount"}, "Mount options: --auto-unmount are ignored with FUSE fd mount point."},
+		{"both", fuseRW, []string{"--auto-unmount", "--read-only"}, "Mount options: --read-only, --auto-unmount are ignored with FUSE fd mount point."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, wait, output := startForeground(t, f.env, []*os.File{c.fd}, f.args("/dev/fd/3", c.extra...)...)
@@ -230,8 +239,8 @@ func TestBackgroundLogsLeaveTheUnitOutput(t *testing.T) {
 }
 
 // TestCacheDirectory (row O6): with --cache, the stand-in replaces its own subdirectory of the
-// cache directory with an empty one at start and leaves the rest alone; it refuses to start
-// when it cannot make it.
+// cache directory with an empty one at start, removes it when the session ends, and leaves the
+// rest alone; it refuses to start when it cannot make it.
 func TestCacheDirectory(t *testing.T) {
 	f := newFixture(t, "bkt-cache")
 	cache := t.TempDir()
@@ -252,6 +261,12 @@ func TestCacheDirectory(t *testing.T) {
 		t.Errorf("a file beside the cache subdirectory went: %v", err)
 	}
 	unmountAndWait(t, dir, pid)
+	if _, err := os.Stat(filepath.Join(cache, "mountpoint-cache")); !os.IsNotExist(err) {
+		t.Errorf("the cache subdirectory is still there after mount-s3 exited (%v); mount-s3 removes it when the session ends", err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "kept")); err != nil {
+		t.Errorf("a file beside the cache subdirectory went at exit: %v", err)
+	}
 
 	notADir := filepath.Join(t.TempDir(), "file")
 	mustWrite(t, notADir, "x")
@@ -262,5 +277,52 @@ func TestCacheDirectory(t *testing.T) {
 	}
 	if _, ok := mountEntry(dir2); ok {
 		t.Fatalf("%s is mounted after a failed start", dir2)
+	}
+}
+
+// TestMountedIn (row M4): an entry at exactly the path as given counts, whatever its type but
+// autofs; paths are not canonicalised, and the kernel's escapes are undone.
+func TestMountedIn(t *testing.T) {
+	info := "36 35 98:0 / /mnt/guard rw,relatime - tmpfs s3csi-guard rw\n" +
+		"37 35 0:5 / /mnt/auto rw,relatime - autofs systemd-1 rw,fd=1\n" +
+		"38 35 0:50 / /mnt/dead rw,nosuid - fuse mountpoint-s3 rw,user_id=0\n" +
+		"39 35 0:51 / /mnt/with\\040space rw - tmpfs x rw\n"
+	for path, want := range map[string]bool{
+		"/mnt/guard": true, "/mnt/dead": true, "/mnt/with space": true,
+		"/mnt/auto": false, "/mnt/guard/": false, "/mnt/./guard": false, "guard": false, "/mnt": false,
+	} {
+		if got := mountedIn(info, path); got != want {
+			t.Errorf("mountedIn(%q) = %t, want %t", path, got, want)
+		}
+	}
+}
+
+// TestACLGatesEveryOperation (row A5): a caller the ACL leaves out gets EACCES for every
+// operation but those fuser lets through (read, write, readdir, fsync, release, forget...).
+func TestACLGatesEveryOperation(t *testing.T) {
+	a := &aclFS{RawFileSystem: fuse.NewDefaultRawFileSystem(), acl: aclOwner, owner: 1000}
+	other := fuse.InHeader{Caller: fuse.Caller{Owner: fuse.Owner{Uid: 2000}}}
+	refused := map[string]fuse.Status{
+		"getxattr":  func() fuse.Status { _, s := a.GetXAttr(nil, &other, "user.x", nil); return s }(),
+		"listxattr": func() fuse.Status { _, s := a.ListXAttr(nil, &other, nil); return s }(),
+		"readlink":  func() fuse.Status { _, s := a.Readlink(nil, &other); return s }(),
+		"lseek":     a.Lseek(nil, &fuse.LseekIn{InHeader: other}, &fuse.LseekOut{}),
+		"getlk":     a.GetLk(nil, &fuse.LkIn{InHeader: other}, &fuse.LkOut{}),
+		"fallocate": a.Fallocate(nil, &fuse.FallocateIn{InHeader: other}),
+		"statx":     a.Statx(nil, &fuse.StatxIn{InHeader: other}, &fuse.StatxOut{}),
+		"statfs":    a.StatFs(nil, &other, &fuse.StatfsOut{}),
+		"lookup":    a.Lookup(nil, &other, "x", &fuse.EntryOut{}),
+	}
+	for op, st := range refused {
+		if st != fuse.EACCES {
+			t.Errorf("%s by a caller outside the ACL: %v, want EACCES", op, st)
+		}
+	}
+	owner := fuse.InHeader{Caller: fuse.Caller{Owner: fuse.Owner{Uid: 1000}}}
+	if _, st := a.GetXAttr(nil, &owner, "user.x", nil); st == fuse.EACCES {
+		t.Errorf("getxattr by the owner refused by the ACL")
+	}
+	if _, st := a.Read(nil, &fuse.ReadIn{InHeader: other}, nil); st == fuse.EACCES {
+		t.Errorf("read by a caller outside the ACL refused; fuser lets it through")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,13 +19,17 @@ const daemonEnv = "MOUNTS3_STANDIN_DAEMON_FD"
 // readyTimeout bounds how long the parent waits for the child, as mount-s3 does.
 const readyTimeout = 30 * time.Second
 
-// daemonize is the parent half of background mode (no --foreground). Go cannot fork, so it
-// re-executes this binary with the same arguments, daemonEnv set and the write end of a pipe
-// as fd 3 (above the FUSE descriptor of a "/dev/fd/N" mount point, which keeps its number); the child runs in a new session with stdin and stdout on /dev/null and this
-// process's stderr. The child writes "0" once the mount is ready, or "1" followed by the
-// error text. The parent then exits 0 (printing "... is mounted at ...") or prints the error
-// and exits 1; without an answer within readyTimeout it SIGTERMs the child and exits 1.
-func daemonize(args []string, stdout, stderr io.Writer) int {
+// daemonize is the parent half of background mode (no --foreground; awslabs/mountpoint-s3@
+// 58817cab2:mountpoint-s3/src/run.rs, run; CONFORMANCE.md D1-D6). mount-s3 names its log file
+// and forks; Go cannot fork, so this re-executes the binary with the same arguments, daemonEnv
+// set and the write end of a pipe above the descriptors it inherited (a "/dev/fd/N" FUSE
+// descriptor keeps its number, the standard streams are the child's too), in the same session
+// and process group. The parent logs as the child does, then waits up to readyTimeout for one
+// byte: "0" is success ("... is mounted at ...", exit 0); anything else, or the child's exit,
+// makes it wait for the child (which has printed its own error) and fail with "Failed to
+// create mount process"; no answer in time makes it SIGTERM the child and fail with the
+// timeout message.
+func daemonize(args []string, o *Options, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "Error: "+format+"\n", a...)
 		return 1
@@ -37,76 +40,86 @@ func daemonize(args []string, stdout, stderr io.Writer) int {
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fail("Failed to create a pipe: %v", err)
+		return fail("Failed to create a pipe\n\nCaused by:\n    %s", rustIOErr(err))
 	}
 	defer r.Close()
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		w.Close()
-		return fail("Failed to open %s: %v", os.DevNull, err)
+	logFile := ""
+	if o.LogDirectory != "" {
+		logFile = logFileName(o.LogDirectory)
 	}
-	defer devnull.Close()
 	cmd := exec.Command(exe, args...)
-	// mount-s3 forks, so its child keeps every descriptor it inherited at the same number: a
-	// handed-over FUSE connection ("/dev/fd/N") stays at N, the status pipe goes above it.
 	cmd.ExtraFiles = []*os.File{w}
-	if o, err := parseArgs(args); err == nil {
-		if n, ok := parseFuseFD(o.MountPoint); ok && n >= 3 {
-			cmd.ExtraFiles = make([]*os.File, n-3+2)
-			cmd.ExtraFiles[n-3] = os.NewFile(uintptr(n), "fuse")
-			cmd.ExtraFiles[n-3+1] = w
-		}
+	if n, ok := parseFuseFD(o.MountPoint); ok && n >= 3 {
+		cmd.ExtraFiles = make([]*os.File, n-3+2)
+		cmd.ExtraFiles[n-3] = os.NewFile(uintptr(n), "fuse")
+		cmd.ExtraFiles[n-3+1] = w
 	}
-	cmd.Env = append(os.Environ(), daemonEnv+"="+strconv.Itoa(3+len(cmd.ExtraFiles)-1))
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = append(os.Environ(), daemonEnv+"="+strconv.Itoa(3+len(cmd.ExtraFiles)-1), logFileEnv+"="+logFile)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inherited(os.Stdin), inherited(os.Stdout), inherited(os.Stderr)
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
 		return fail("Failed to fork mount process: %v", err)
 	}
-	status := make(chan []byte, 1)
+	log, err := newLogger(o, stdout, logFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return 1
+	}
+	status := make(chan byte, 1)
 	go func() {
 		b := make([]byte, 1)
-		if n, _ := r.Read(b); n == 1 && b[0] == '0' {
-			status <- b
+		if n, _ := io.ReadFull(r, b); n == 1 {
+			status <- b[0]
 			return
 		}
-		rest, _ := io.ReadAll(r)
-		status <- append(b[:1], rest...)
+		status <- '1' // EOF: the child is gone
 	}()
-	select {
-	case b := <-status:
-		if b[0] == '0' {
-			_ = cmd.Process.Release()
-			bucketOK(stdout, args)
-			return 0
-		}
-		_ = cmd.Wait()
-		if msg := strings.TrimSpace(string(b[1:])); msg != "" {
-			fmt.Fprintf(stderr, "Error: %s\n", msg)
-		}
-		return fail("Failed to create mount process")
-	case <-time.After(readyTimeout):
+	log.debugf("waiting up to %d seconds for child process to be ready", int(readyTimeout/time.Second))
+	switch waitReady(status, readyTimeout) {
+	case '0':
+		_ = cmd.Process.Release()
+		fmt.Fprintf(stdout, "%s is mounted at %s\n", describeBucket(o), o.MountPoint)
+		return 0
+	case 0:
+		log.printf("ERROR timeout after %d seconds waiting for message from child process", int(readyTimeout/time.Second))
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		return fail("Timeout after %d seconds while waiting for mount process to be ready", int(readyTimeout/time.Second))
 	}
+	_ = cmd.Wait()
+	return fail("Failed to create mount process")
 }
 
-// bucketOK prints mount-s3's success line for the parsed arguments.
-func bucketOK(stdout io.Writer, args []string) {
-	if o, err := parseArgs(args); err == nil {
-		fmt.Fprintf(stdout, "%s is mounted at %s\n", describeBucket(o), o.MountPoint)
+// waitReady returns the child's status byte, or 0 when none came within timeout.
+func waitReady(status <-chan byte, timeout time.Duration) byte {
+	select {
+	case b := <-status:
+		return b
+	case <-time.After(timeout):
+		return 0
 	}
 }
 
+// inherited passes f on to the child at the same number when it is open (nil, i.e.
+// /dev/null, when this process has no such descriptor).
+func inherited(f *os.File) *os.File {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return nil
+	}
+	return f
+}
+
 // daemonChild is the child half: it takes the status pipe from daemonEnv (removing the
-// variable), mounts, reports the outcome over the pipe, and serves until unmounted. Once the
-// mount is ready, a stderr that is a pipe is replaced by /dev/null (the real mount-s3 closes
-// its standard streams at that point), so a caller reading our output to EOF is not held up
-// for the life of the mount; a stderr that is a file, socket (journald) or tty is kept.
-func daemonChild(o *Options, fdText string, sigs <-chan os.Signal) int {
+// variable), logs to the parent's log file or syslog, writes the PID file, mounts, and
+// reports the outcome over the pipe. On failure it prints its own error (the parent's
+// stderr is its own) and exits 1. Once mounted it writes "0" and closes its standard input,
+// output and error (close, not a redirection: later descriptors may take those numbers),
+// then serves until the session ends.
+func daemonChild(o *Options, fdText string) int {
 	os.Unsetenv(daemonEnv)
+	logFile := os.Getenv(logFileEnv)
+	os.Unsetenv(logFileEnv)
 	fd, err := strconv.Atoi(fdText)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Error: bad %s=%q\n", daemonEnv, fdText)
@@ -114,22 +127,27 @@ func daemonChild(o *Options, fdText string, sigs <-chan os.Signal) int {
 	}
 	syscall.CloseOnExec(fd)
 	pipe := os.NewFile(uintptr(fd), "status-pipe")
-	log := newLogger(o, os.Stdout)
-	m, err := mount(o, log)
-	if err != nil {
-		fmt.Fprintf(pipe, "1%v", err)
-		pipe.Close()
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "Error: %v\n", err)
 		return 1
 	}
-	return serve(m, log, sigs, func() {
+	log, err := newLogger(o, os.Stdout, logFile)
+	if err != nil {
+		return fail(err)
+	}
+	if err := writePidFile(); err != nil {
+		return fail(err)
+	}
+	m, err := mount(o, log, os.Stderr)
+	if err != nil {
+		_, _ = pipe.Write([]byte("1"))
+		return fail(err)
+	}
+	return serve(m, log, func() {
 		_, _ = pipe.Write([]byte("0"))
 		pipe.Close()
-		var st unix.Stat_t
-		if unix.Fstat(2, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
-			if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
-				_ = unix.Dup2(int(null.Fd()), 2)
-				null.Close()
-			}
+		for fd := range 3 {
+			_ = unix.Close(fd)
 		}
 	})
 }

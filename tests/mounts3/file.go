@@ -21,20 +21,22 @@ type upload struct {
 	errno   syscall.Errno
 }
 
-// handle is an open file: a write handle when up != nil, otherwise a read handle with a
-// small read-ahead buffer (buf holds the bytes at offset bufOff).
+// handle is an open file: a write handle when up != nil, otherwise a read handle with its
+// read-ahead window (buffers.go).
 type handle struct {
-	n      *fileNode
-	up     *upload
-	mu     sync.Mutex
-	bufOff int64
-	buf    []byte
+	n       *fileNode
+	up      *upload
+	slot    bool // holds one of the mount's write-handle slots (released on release)
+	mu      sync.Mutex
+	win     *window
+	winSize uint64 // size of the last window asked for, which the next one doubles
 }
 
-const readAhead = 1 << 20
-
-// Read serves ranged GetObject requests, fetching up to readAhead bytes when reads are
-// sequential. Reading a write handle is EBADF.
+// Read serves ranged GetObject requests through the handle's read-ahead window: a read in the
+// window is served from it; a read at or up to 16 MiB past its end moves it on, twice as
+// large (up to 2 GiB, within the mount's data-buffer budget); any other read forward starts a
+// new 1 MiB + 128 KiB window there, and a read behind the window is fetched on its own (the
+// kernel's reads of one file may arrive out of order). Reading a write handle is EBADF.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.up != nil {
 		return nil, syscall.EBADF
@@ -49,21 +51,38 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	want := min(int64(len(dest)), size-off)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if off >= h.bufOff && off+want <= h.bufOff+int64(len(h.buf)) {
-		return fuse.ReadResultData(h.buf[off-h.bufOff : off-h.bufOff+want]), 0
-	}
-	chunk := want
-	if off == h.bufOff+int64(len(h.buf)) {
-		chunk = min(max(want, readAhead), size-off)
-	}
 	sctx, cancel := s3ctx()
 	defer cancel()
-	data, err := f.st.get(sctx, h.n.key, off, chunk)
+	w := h.win
+	switch {
+	case w != nil && off >= w.off && off+want <= w.end():
+		return fuse.ReadResultData(dest[:copy(dest, w.data[off-w.off:off-w.off+want])]), 0
+	case w != nil && off < w.off:
+		n, err := f.st.readInto(sctx, h.n.key, off, dest[:want])
+		if err != nil {
+			return nil, f.ioErr("GetObject", h.n.key, err)
+		}
+		return fuse.ReadResultData(dest[:n]), 0
+	}
+	next := uint64(initialWindow)
+	if w != nil && off <= w.end()+forwardSeekLimit {
+		next = min(2*h.winSize, maxWindow)
+	}
+	length := max(min(next, uint64(size-off)), uint64(want))
+	w.free(f.mem)
+	h.win = nil
+	nw, err := newWindow(f.mem, length, max(min(initialWindow, length), uint64(want)), off)
 	if err != nil {
 		return nil, f.ioErr("GetObject", h.n.key, err)
 	}
-	h.buf, h.bufOff = data, off
-	return fuse.ReadResultData(data[:min(want, int64(len(data)))]), 0
+	n, err := f.st.readInto(sctx, h.n.key, off, nw.data)
+	if err != nil {
+		nw.free(f.mem)
+		return nil, f.ioErr("GetObject", h.n.key, err)
+	}
+	nw.n = n
+	h.win, h.winSize = nw, uint64(len(nw.data))
+	return fuse.ReadResultData(dest[:copy(dest, nw.data[:min(int64(n), want)])]), 0
 }
 
 // Write appends data; a write anywhere but the current end aborts the upload with EINVAL.
@@ -111,7 +130,18 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return h.finish()
 }
 
+// Release ends the handle: a read handle's window is freed, a write handle's upload
+// completes and its write slot is given back.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	h.win.free(h.n.fsys.mem)
+	h.win = nil
+	h.mu.Unlock()
+	if h.slot {
+		h.n.fsys.mu.Lock()
+		h.n.fsys.writes--
+		h.n.fsys.mu.Unlock()
+	}
 	if h.up != nil {
 		// close(2) does not return Release's result; a failed upload was already reported
 		// by flush (and is in the stand-in's log).

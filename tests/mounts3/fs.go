@@ -23,6 +23,11 @@ type fsConfig struct {
 	dirMode, fileMode                     uint32 // permission bits only
 	readOnly, allowDelete, allowOverwrite bool
 	fileTTL, dirTTL                       time.Duration // kernel entry/attr cache lifetimes
+	// mem bounds the read windows (nil: a limiter for the host's default target is made).
+	mem *memLimiter
+	// writeCap is how many files may be open for writing at once (mount-s3 1.24's write
+	// handle limiter; more opens fail with ENOMEM). Meaningful only with mem set.
+	writeCap int
 }
 
 // s3fs is the state shared by all nodes of one mount. mu guards localDirs, writing and the
@@ -32,10 +37,12 @@ type s3fs struct {
 	st    store
 	log   *logger
 	start time.Time
+	mem   *memLimiter
 
 	mu        sync.Mutex
 	localDirs map[string]bool      // full prefixes ("a/b/") made by mkdir and not yet backed by objects
 	writing   map[string]*fileNode // full keys of files whose upload is in progress
+	writes    int                  // write handles holding a write slot
 }
 
 // dirNode is a directory: a common prefix in the bucket, or a local directory made by mkdir.
@@ -80,7 +87,11 @@ var (
 
 // newRoot returns the root directory of a mount of st under cfg.prefix.
 func newRoot(st store, cfg fsConfig, log *logger) *dirNode {
-	f := &s3fs{cfg: cfg, st: st, log: log, start: time.Now(), localDirs: map[string]bool{}, writing: map[string]*fileNode{}}
+	if cfg.mem == nil {
+		t := decideMemoryTarget(&Options{}, hostPaths, os.Getpid())
+		cfg.mem, cfg.writeCap = newMemLimiter(t.bytes), writeCapFor(t.bytes, partSizes{read: 8 * mib, write: 8 * mib})
+	}
+	f := &s3fs{cfg: cfg, st: st, log: log, start: time.Now(), mem: cfg.mem, localDirs: map[string]bool{}, writing: map[string]*fileNode{}}
 	return &dirNode{fsys: f, key: cfg.prefix}
 }
 
@@ -325,12 +336,15 @@ func (d *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 	if f.writing[key] != nil {
 		return nil, nil, 0, syscall.EEXIST
 	}
+	if errno := f.takeWriteSlot(); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	ch, n := d.childFile(ctx, key, nil, out)
 	n.up, n.size, n.mtime = &upload{owner: owner}, 0, time.Now()
 	f.writing[key] = n
 	n.fill(&out.Attr)
 	f.log.debugf("create %q", key)
-	return ch, &handle{n: n, up: n.up}, 0, 0
+	return ch, &handle{n: n, up: n.up, slot: true}, 0, 0
 }
 
 // Mkdir makes a local directory; it reaches S3 only when a file is written below it.
@@ -415,12 +429,12 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	return syscall.ENOSYS
 }
 
-// statfs reports a large, free file system (4 PiB in 4 KiB blocks, 2^32 inodes), like
-// mount-s3's fixed answer.
+// statfs is mount-s3's fixed answer, sent without an S3 request (CONFORMANCE.md F1): total,
+// free and available blocks and total and free inodes all u64::MAX/1024, block size 512,
+// names up to 255 bytes, fragment size 0 (the kernel reports the block size for it).
 func statfs(out *fuse.StatfsOut) syscall.Errno {
-	const blocks, files = 1 << 40, 1 << 32
-	*out = fuse.StatfsOut{Blocks: blocks, Bfree: blocks, Bavail: blocks, Files: files, Ffree: files,
-		Bsize: 4096, Frsize: 4096, NameLen: 255}
+	const n = ^uint64(0) / 1024
+	*out = fuse.StatfsOut{Blocks: n, Bfree: n, Bavail: n, Files: n, Ffree: n, Bsize: 512, NameLen: 255}
 	return 0
 }
 
@@ -485,8 +499,23 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		}
 		return nil, 0, syscall.EPERM
 	}
+	if errno := f.takeWriteSlot(); errno != 0 {
+		return nil, 0, errno
+	}
 	n.up, n.size, n.mtime = &upload{owner: owner}, 0, time.Now()
 	f.writing[n.key] = n
 	f.log.debugf("overwrite %q", n.key)
-	return &handle{n: n, up: n.up}, 0, 0
+	return &handle{n: n, up: n.up, slot: true}, 0, 0
+}
+
+// takeWriteSlot takes one of the mount's write-handle slots, or fails with ENOMEM when all
+// are in use, as mount-s3's WriteHandleLimiter::try_acquire does at open (CONFORMANCE.md R6).
+// Must be called with f.mu held.
+func (f *s3fs) takeWriteSlot() syscall.Errno {
+	if f.writes >= f.cfg.writeCap {
+		f.log.printf("WARN write handle limit reached (max %d)", f.cfg.writeCap)
+		return syscall.ENOMEM
+	}
+	f.writes++
+	return 0
 }

@@ -3,14 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -41,8 +51,9 @@ var errNotFound = errors.New("object not found")
 type store interface {
 	list(ctx context.Context, prefix, delimiter string, maxKeys int32, token string) (listing, error)
 	head(ctx context.Context, key string) (objInfo, error)
-	// get returns up to n bytes starting at off (fewer at the end of the object).
-	get(ctx context.Context, key string, off, n int64) ([]byte, error)
+	// readInto fills dst with the bytes of key at off and returns how many it read (fewer at
+	// the end of the object, 0 at or past it).
+	readInto(ctx context.Context, key string, off int64, dst []byte) (int, error)
 	put(ctx context.Context, key string, body []byte) error
 	del(ctx context.Context, key string) error
 }
@@ -54,36 +65,73 @@ type s3Store struct {
 	o      *Options
 }
 
-// newS3Client builds the SDK client the way mount-s3 resolves its configuration: the SDK's
-// default chain reads credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN,
-// AWS_PROFILE with AWS_CONFIG_FILE/AWS_SHARED_CREDENTIALS_FILE, ...), AWS_REGION,
-// AWS_ENDPOINT_URL and AWS_MAX_ATTEMPTS from the environment it was given; --profile,
-// --region and --endpoint-url override them; the region defaults to us-east-1.
-// --no-sign-request sends anonymous requests and loads no credentials. It returns the client
-// and the region in use.
-func newS3Client(ctx context.Context, o *Options) (*s3.Client, string, error) {
-	// The SDK's own warnings (e.g. IMDS fallbacks) would go to stderr unasked; drop them.
-	lo := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
-	if o.Profile != "" {
-		lo = append(lo, config.WithSharedConfigProfile(o.Profile))
+// newS3Client builds the SDK client as mount-s3 builds its CRT client, in the same order
+// (awslabs/mountpoint-s3@58817cab2:mountpoint-s3-client/src/s3_crt_client.rs,
+// S3CrtClientInner::new): the CA bundle is checked first, then the credentials, the endpoint and
+// the part sizes. Errors are the causes under "Failed to create S3 client". Only what the CRT
+// client reads is used: credentials through the SDK's default chain (E1), --region else
+// AWS_REGION else us-east-1 (E3), --endpoint-url else AWS_ENDPOINT_URL (E2), AWS_MAX_ATTEMPTS
+// (E4, X3), the CA bundle in place of the system's trust store (E5); the variables only the Go
+// SDK would read (AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3, AWS_RETRY_MODE, SSL_CERT_FILE, ...)
+// are left out. It returns the client and the region.
+func newS3Client(ctx context.Context, o *Options, parts partSizes) (*s3.Client, string, error) {
+	roots, bundle, err := trustStore(o)
+	if err != nil {
+		return nil, "", err
+	}
+	attempts := maxAttempts()
+	region := "us-east-1"
+	if r, ok := os.LookupEnv("AWS_REGION"); ok {
+		region = r
 	}
 	if o.Region != "" {
-		lo = append(lo, config.WithRegion(o.Region))
+		region = o.Region
+	}
+	endpoint := o.EndpointURL
+	if e, ok := os.LookupEnv("AWS_ENDPOINT_URL"); ok && endpoint == "" {
+		endpoint = e
+	}
+	// The SDK reads more of the environment than the CRT client: keep it to the credentials.
+	for _, k := range []string{"AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+		"AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE", "AWS_CA_BUNDLE", "AWS_USE_DUALSTACK_ENDPOINT", "AWS_USE_FIPS_ENDPOINT"} {
+		os.Unsetenv(k)
+	}
+	os.Setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true") // no endpoint_url from profiles either
+	httpClient := awshttp.NewBuildableClient().
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = connectTimeout }).
+		WithTransportOptions(func(tr *http.Transport) { tr.TLSClientConfig = &tls.Config{RootCAs: roots} })
+	// The SDK's own warnings (e.g. IMDS fallbacks) would go to stderr unasked; drop them.
+	lo := []func(*config.LoadOptions) error{
+		config.WithLogger(logging.Nop{}), config.WithRegion(region), config.WithHTTPClient(httpClient),
+		config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(so *retry.StandardOptions) {
+				so.MaxAttempts, so.Backoff, so.RateLimiter = attempts, fullJitter{}, ratelimit.None
+			})
+		}),
+	}
+	if bundle != nil {
+		lo = append(lo, config.WithCustomCABundle(bytes.NewReader(bundle)))
+	}
+	if o.Profile != "" {
+		lo = append(lo, config.WithSharedConfigProfile(o.Profile))
 	}
 	if o.NoSignRequest {
 		lo = append(lo, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", chainError{"invalid AWS credentials", err.Error()}
 	}
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
+	for _, s := range []uint64{parts.read, parts.write} {
+		if s < 5*mib || s > 5<<30 {
+			return nil, "", chainError{"invalid configuration: part size must be at between 5MiB and 5GiB"}
+		}
 	}
 	c := s3.NewFromConfig(cfg, func(so *s3.Options) {
-		if o.EndpointURL != "" {
-			so.BaseEndpoint = aws.String(o.EndpointURL)
+		if endpoint != "" {
+			so.BaseEndpoint = aws.String(endpoint)
 		}
+		so.RetryMaxAttempts = 0
 		so.UsePathStyle = o.ForcePathStyle
 		so.UseAccelerate = o.TransferAcceleration
 		if o.DualStack {
@@ -94,23 +142,138 @@ func newS3Client(ctx context.Context, o *Options) (*s3.Client, string, error) {
 		}
 		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	return c, cfg.Region, nil
+	return c, region, nil
 }
 
-// checkBucket performs mount-s3's startup probe: ListObjectsV2 with max-keys 1 under the prefix.
-// The error it returns is already in mount-s3's "Caused by" shape and never contains
+// connectTimeout is the CRT's connect timeout (aws-c-s3's default, from an indexed aws-c-s3
+// copy, not the pinned submodule).
+const connectTimeout = 3 * time.Second
+
+// maxAttempts is the number of attempts of each request: AWS_MAX_ATTEMPTS when it parses as a
+// usize (0 counts as 1), else mount-s3's 10 (s3/config.rs, create_client; s3_crt_client.rs,
+// S3CrtClientInner::new).
+func maxAttempts() int {
+	if v, ok := os.LookupEnv("AWS_MAX_ATTEMPTS"); ok {
+		if n, err := parseRustUint(v); err == nil {
+			return int(max(1, min(n, 1<<20)))
+		}
+	}
+	return 10
+}
+
+// fullJitter is the CRT's standard retry backoff as mount-s3 configures it: full jitter with a
+// 500 ms scale, capped at the CRT's 20 s (the cap is from the code comment in s3/config.rs,
+// create_client, not read in the CRT).
+type fullJitter struct{}
+
+// BackoffDelay returns a random delay in [0, min(20 s, 500 ms x 2^(attempt-1))).
+func (fullJitter) BackoffDelay(attempt int, _ error) (time.Duration, error) {
+	ceiling := 20 * time.Second
+	if attempt < 16 {
+		ceiling = min(ceiling, 500*time.Millisecond<<max(attempt-1, 0))
+	}
+	return time.Duration(rand.Int64N(int64(ceiling))), nil
+}
+
+// caFiles are the system trust stores looked for when no CA bundle is given, in Go's order
+// for Linux (aws-c-io's own list was not read); the environment (SSL_CERT_FILE, SSL_CERT_DIR)
+// is not consulted, as the CRT does not consult it.
+var caFiles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/ca-bundle.pem", "/etc/pki/tls/cacert.pem", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem"}
+
+// trustStore returns the roots to trust: only the CA bundle's when one is given (the bundle
+// replaces the system's, cli.rs CliArgs.ca_bundle), else the system's. A bundle that cannot be
+// stat'ed or is not a regular file fails as TlsConfig::validate does; one without a
+// certificate fails as building the TLS context does (the CRT's own text was not read).
+func trustStore(o *Options) (*x509.CertPool, []byte, error) {
+	pool := x509.NewCertPool()
+	if !o.HasCABundle {
+		for _, f := range caFiles {
+			if b, err := os.ReadFile(f); err == nil && pool.AppendCertsFromPEM(b) {
+				break
+			}
+		}
+		return pool, nil, nil
+	}
+	p := o.CABundle
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, nil, chainError{"invalid TLS configuration", fmt.Sprintf("CA bundle '%s' cannot be read: %s", p, rustIOErr(err)), rustIOErr(err)}
+	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, chainError{"invalid TLS configuration", fmt.Sprintf("CA bundle '%s' is not a regular file", p)}
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || !pool.AppendCertsFromPEM(b) {
+		return nil, nil, chainError{"failed to build TLS context", fmt.Sprintf("no certificate could be loaded from '%s'", p)}
+	}
+	return pool, b, nil
+}
+
+// rustIOErr renders err as Rust's io::Error does for an OS error ("No such file or directory
+// (os error 2)").
+func rustIOErr(err error) string {
+	var en syscall.Errno
+	if !errors.As(err, &en) {
+		return err.Error()
+	}
+	t := en.Error()
+	if t != "" {
+		t = strings.ToUpper(t[:1]) + t[1:]
+	}
+	return fmt.Sprintf("%s (os error %d)", t, int(en))
+}
+
+// checkBucket performs mount-s3's start-up probe (awslabs/mountpoint-s3@58817cab2:
+// mountpoint-s3-fs/src/s3/config.rs, validate_client_for_bucket): one ListObjectsV2 with
+// delimiter "" and max-keys 0 under the prefix, with the header
+// x-amz-optional-object-attributes: RestoreStatus. A response whose IsTruncated disagrees
+// with its NextContinuationToken fails as the CRT client's parser does (list_objects.rs,
+// parse_result_from_xml). The error is mount-s3's "Caused by" chain and never contains
 // credentials.
 func (s *s3Store) checkBucket(ctx context.Context, region string) error {
-	_, err := s.list(ctx, s.o.Prefix, "/", 1, "")
-	if err == nil {
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(s.o.Prefix), Delimiter: aws.String(""),
+		MaxKeys: aws.Int32(0), OptionalObjectAttributes: []types.OptionalObjectAttributes{types.OptionalObjectAttributesRestoreStatus}}
+	if s.o.ExpectedBucketOwner != "" {
+		in.ExpectedBucketOwner = aws.String(s.o.ExpectedBucketOwner)
+	}
+	if s.o.RequesterPays {
+		in.RequestPayer = types.RequestPayerRequester
+	}
+	out, err := s.c.ListObjectsV2(ctx, in)
+	var cause []string
+	switch {
+	case err != nil:
+		cause = describeProbeErr(err)
+	case aws.ToBool(out.IsTruncated) != (out.NextContinuationToken != nil):
+		cause = []string{"Client error", "Internal S3 client error", "XML response was not valid: problem = IsTruncated doesn't match NextContinuationToken"}
+	default:
 		return nil
 	}
-	what := "bucket " + s.bucket
-	if s.o.Prefix != "" {
-		what = fmt.Sprintf("prefix %s of bucket %s", s.o.Prefix, s.bucket)
+	return append(chainError{"Failed to create S3 client", fmt.Sprintf("initial ListObjectsV2 failed for bucket %s in region %s", s.bucket, region)}, cause...)
+}
+
+// describeProbeErr renders a failed probe as the CRT client classifies it (s3_crt_client.rs,
+// try_parse_generic_error; list_objects.rs, parse_list_objects_error): NoSuchBucket is a
+// service error, a 403 (or an access error code) is "Forbidden: <S3's message>", any other
+// answer an unknown response error, and no answer at all a CRT error (whose own text was not
+// read: the stand-in gives Go's).
+func describeProbeErr(err error) []string {
+	var re *awshttp.ResponseError
+	var ae smithy.APIError
+	switch {
+	case errors.As(err, &ae) && ae.ErrorCode() == "NoSuchBucket":
+		return []string{"Service error", "The bucket does not exist"}
+	case errors.As(err, &re) && errors.As(err, &ae) && (re.HTTPStatusCode() == 403 || slices.Contains([]string{"AccessDenied", "InvalidToken", "ExpiredToken", "SignatureDoesNotMatch"}, ae.ErrorCode())):
+		msg := ae.ErrorMessage()
+		if msg == "" {
+			msg = ae.ErrorCode()
+		}
+		return []string{"Client error", "Forbidden: " + msg}
+	case errors.As(err, &re):
+		return []string{"Client error", fmt.Sprintf("Unknown response error: MetaRequestResult { response_status: %d, .. }", re.HTTPStatusCode())}
 	}
-	return fmt.Errorf("Failed to create S3 client\n\nCaused by:\n    0: initial ListObjectsV2 failed for %s in region %s\n    1: Client error\n    2: %s",
-		what, region, describeErr(err))
+	return []string{"Client error", "Unknown CRT error", err.Error()}
 }
 
 // describeErr renders an SDK error without request details: "Code: message" for service
@@ -180,8 +343,11 @@ func (s *s3Store) head(ctx context.Context, key string) (objInfo, error) {
 	return objInfo{key: key, size: aws.ToInt64(out.ContentLength), mtime: aws.ToTime(out.LastModified)}, nil
 }
 
-func (s *s3Store) get(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: aws.String(key), Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))}
+func (s *s3Store) readInto(ctx context.Context, key string, off int64, dst []byte) (int, error) {
+	if len(dst) == 0 {
+		return 0, nil
+	}
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: aws.String(key), Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(dst))-1))}
 	if s.o.ExpectedBucketOwner != "" {
 		in.ExpectedBucketOwner = aws.String(s.o.ExpectedBucketOwner)
 	}
@@ -192,12 +358,16 @@ func (s *s3Store) get(ctx context.Context, key string, off, n int64) ([]byte, er
 	if err != nil {
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange" {
-			return nil, nil // read at or past the end of a shrunken object
+			return 0, nil // read at or past the end of a shrunken object
 		}
-		return nil, err
+		return 0, err
 	}
 	defer out.Body.Close()
-	return io.ReadAll(io.LimitReader(out.Body, n))
+	n, err := io.ReadFull(out.Body, dst)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = nil // the object ends before dst does
+	}
+	return n, err
 }
 
 func (s *s3Store) put(ctx context.Context, key string, body []byte) error {
@@ -236,21 +406,31 @@ func (s *s3Store) del(ctx context.Context, key string) error {
 	return err
 }
 
-// logger writes one line per significant event. It never receives credentials.
-type logger struct {
-	w     io.Writer // nil: logging disabled (--no-log)
-	debug bool
+// chainError is an error and its causes, printed as anyhow prints one from main: the message,
+// then "Caused by:" and the causes, numbered when there are several.
+type chainError []string
+
+func (c chainError) Error() string {
+	switch len(c) {
+	case 0:
+		return ""
+	case 1:
+		return c[0]
+	case 2:
+		return c[0] + "\n\nCaused by:\n    " + c[1]
+	}
+	s := c[0] + "\n\nCaused by:"
+	for i, m := range c[1:] {
+		s += fmt.Sprintf("\n    %d: %s", i, m)
+	}
+	return s
 }
 
-func (l *logger) printf(format string, args ...any) {
-	if l == nil || l.w == nil {
-		return
+// wrap puts msg in front of err's chain, as anyhow's context does.
+func wrap(msg string, err error) chainError {
+	var c chainError
+	if errors.As(err, &c) {
+		return append(chainError{msg}, c...)
 	}
-	fmt.Fprintf(l.w, "%s mount-s3[%d]: %s\n", time.Now().UTC().Format(time.RFC3339), os.Getpid(), strings.TrimSpace(fmt.Sprintf(format, args...)))
-}
-
-func (l *logger) debugf(format string, args ...any) {
-	if l != nil && l.debug {
-		l.printf(format, args...)
-	}
+	return chainError{msg, err.Error()}
 }
