@@ -472,7 +472,12 @@ func testUpgradeFromScality(t *testing.T, r scality.Release) {
 	}
 	expectClean(t)
 
-	// A new pod of the volume mounts in the node's mode and reads what they wrote.
+	// A new pod of the volume mounts in the node's mode and reads what they wrote: once for each
+	// way the node came by its mode (systemd kept over 1.x, pod asked for over 1.2.0, pod kept
+	// over 2.x without a label); the others' modes are the annotation checked above.
+	if r != scality.R111 && r != scality.R120 && r != scality.R220 {
+		return
+	}
 	claim := "data"
 	p := workload(t, w.ns, "new", claim, podOpts{})
 	waitRunning(t, 2*time.Minute, p)

@@ -228,7 +228,7 @@ resolvConf: /etc/resolv.conf
 maxPods: 250
 # kubelet re-syncs each pod (and republishes requiresRepublish volumes) this often (default 1m):
 # shorter, so credential rotation and repairs show within the suite's patience.
-syncFrequency: 20s
+syncFrequency: 10s
 podLogsDir: %s
 `, containerdSocket, podLogsDir)
 }
