@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/s3csi/s3-csi-driver/tests/harness"
 	"golang.org/x/sys/unix"
 )
 
@@ -286,5 +290,52 @@ func TestSIGUSR2(t *testing.T) {
 		if code := wait(); code != 0 {
 			t.Fatalf("exit %d after SIGTERM; output:\n%s", code, output())
 		}
+	}
+}
+
+// TestTransportErrorsAsTheCRTReportsThem (rows X2, X3, E5): a failed probe without an answer
+// ends in the CRT's error; a TLS failure (a bundle without the server's CA) is retried like
+// any failure to connect, then reads "TLS (SSL) negotiation failed" (no word of certificates).
+func TestTransportErrorsAsTheCRTReportsThem(t *testing.T) {
+	needFUSE(t)
+	base := env{"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "HOME": t.TempDir()}
+	dir, _ := mountDir(t)
+	code, _, stderr := runStandin(t, env{"AWS_MAX_ATTEMPTS": "1"}.with(base), "bkt", dir, "--foreground", "--endpoint-url", "http://127.0.0.1:1", "--force-path-style")
+	if want := "    1: Client error\n    2: Unknown CRT error\n    3: CRT error 1047: aws-c-io: AWS_IO_SOCKET_CONNECTION_REFUSED, socket connection refused.\n"; code != 1 || !strings.HasSuffix(stderr, want) {
+		t.Errorf("connection refused: exit %d, stderr %q; want it to end with %q", code, stderr, want)
+	}
+
+	var handshakes atomic.Int32
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			handshakes.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	other := harness.UnrelatedCA(t)
+	code, _, stderr = runStandin(t, env{"AWS_MAX_ATTEMPTS": "2"}.with(base), "bkt", dir, "--foreground", "--endpoint-url", srv.URL,
+		"--force-path-style", "--ca-bundle", other)
+	if want := "    3: CRT error 1029: aws-c-io: AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE, TLS (SSL) negotiation failed\n"; code != 1 || !strings.HasSuffix(stderr, want) {
+		t.Errorf("wrong CA: exit %d, stderr %q; want it to end with %q", code, stderr, want)
+	}
+	if n := handshakes.Load(); n != 2 {
+		t.Errorf("%d connections for a TLS failure with AWS_MAX_ATTEMPTS=2, want 2 (retried)", n)
+	}
+}
+
+// TestUnknownHostNotRetried (row X3): a host name the resolver does not know fails at once,
+// as aws-c-s3 does; other errors are left to the retryer.
+func TestUnknownHostNotRetried(t *testing.T) {
+	notFound := &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}
+	if got := noRetryForBadNames.IsErrorRetryable(fmt.Errorf("send: %w", notFound)); got != aws.FalseTernary {
+		t.Errorf("unknown host: %v, want not retried", got)
+	}
+	if got := noRetryForBadNames.IsErrorRetryable(&net.DNSError{Err: "timeout", IsTimeout: true}); got != aws.UnknownTernary {
+		t.Errorf("DNS timeout: %v, want left to the retryer", got)
+	}
+	if got := crtError(notFound); got != "CRT error 1059: aws-c-io: AWS_IO_DNS_INVALID_NAME, Host name was invalid for dns resolution." {
+		t.Errorf("crtError(unknown host) = %q", got)
 	}
 }

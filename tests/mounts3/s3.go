@@ -106,6 +106,7 @@ func newS3Client(ctx context.Context, o *Options, parts partSizes) (*s3.Client, 
 		config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(so *retry.StandardOptions) {
 				so.MaxAttempts, so.Backoff, so.RateLimiter = attempts, fullJitter{}, ratelimit.None
+				so.Retryables = append([]retry.IsErrorRetryable{noRetryForBadNames}, so.Retryables...)
 			})
 		}),
 	}
@@ -270,11 +271,61 @@ func describeProbeErr(err error) []string {
 			msg = ae.ErrorCode()
 		}
 		return []string{"Client error", "Forbidden: " + msg}
-	case errors.As(err, &re):
+	case errors.As(err, &re) && re.HTTPStatusCode() != 0:
 		return []string{"Client error", fmt.Sprintf("Unknown response error: MetaRequestResult { response_status: %d, .. }", re.HTTPStatusCode())}
 	}
-	return []string{"Client error", "Unknown CRT error", err.Error()}
+	return []string{"Client error", "Unknown CRT error", crtError(err)}
 }
+
+// crtError renders a transport error as the CRT's error of the same kind, "CRT error <code>:
+// aws-c-io: <NAME>, <text>" (@58817cab2:mountpoint-s3-crt/src/common/error.rs (Display);
+// the codes and texts of awslabs/aws-c-io@8bda5cf0, the pinned submodule: include/aws/io/io.h
+// (aws_io_errors), source/io.c, source/posix/host_resolver.c; the "lib: NAME, text" form of
+// aws-c-common's AWS_DEFINE_ERROR_INFO at its newest commit, the pinned one not being in the
+// mirror). Which code the CRT reports for a connection the server closes was not read: the
+// stand-in says AWS_IO_SOCKET_CLOSED. Anything else keeps Go's text.
+func crtError(err error) string {
+	var dns *net.DNSError
+	var x509Unknown x509.UnknownAuthorityError
+	var x509Host x509.HostnameError
+	var x509Invalid x509.CertificateInvalidError
+	var tlsRecord tls.RecordHeaderError
+	var tlsVerify *tls.CertificateVerificationError
+	var netErr net.Error
+	code, name, text := 0, "", ""
+	switch {
+	case errors.As(err, &x509Unknown), errors.As(err, &x509Host), errors.As(err, &x509Invalid),
+		errors.As(err, &tlsRecord), errors.As(err, &tlsVerify), strings.Contains(err.Error(), "tls: "):
+		code, name, text = 1029, "AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE", "TLS (SSL) negotiation failed"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		code, name, text = 1059, "AWS_IO_DNS_INVALID_NAME", "Host name was invalid for dns resolution."
+	case errors.As(err, &dns):
+		code, name, text = 1058, "AWS_IO_DNS_QUERY_FAILED", "A nonrecoverable failure when query to dns occurred."
+	case errors.Is(err, syscall.ECONNREFUSED):
+		code, name, text = 1047, "AWS_IO_SOCKET_CONNECTION_REFUSED", "socket connection refused."
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		code, name, text = 1049, "AWS_IO_SOCKET_NO_ROUTE_TO_HOST", "socket connect failure, no route to host."
+	case errors.As(err, &netErr) && netErr.Timeout():
+		code, name, text = 1048, "AWS_IO_SOCKET_TIMEOUT", "socket operation timed out."
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		code, name, text = 1051, "AWS_IO_SOCKET_CLOSED", "socket is closed."
+	default:
+		return err.Error()
+	}
+	return fmt.Sprintf("CRT error %d: aws-c-io: %s, %s", code, name, text)
+}
+
+// noRetryForBadNames refuses to retry what aws-c-s3 fails at once while acquiring a
+// connection: a host name the resolver does not know (awslabs/aws-c-s3@448ec5e49, the pinned
+// submodule: source/s3_client.c, s_s3_client_on_acquire_http_connection); everything else at
+// that stage, TLS failures included, is retried.
+var noRetryForBadNames = retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return aws.FalseTernary
+	}
+	return aws.UnknownTernary
+})
 
 // describeErr renders an SDK error without request details: "Code: message" for service
 // errors, the transport error otherwise.
