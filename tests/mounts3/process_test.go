@@ -63,11 +63,21 @@ func TestDaemonClosesStandardStreams(t *testing.T) {
 		t.Fatalf("mount-s3: %v", err)
 	}
 	pid := readPid(pidFile)
-	for fd := range 3 {
-		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
-		if err == nil && (target == out || target == os.DevNull) {
-			t.Errorf("daemon child fd %d still refers to %s", fd, target)
+	// The child closes them just after its "0", which lets the parent exit: wait a moment.
+	still := func() (held []string) {
+		for fd := range 3 {
+			target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+			if err == nil && (target == out || target == os.DevNull) {
+				held = append(held, fmt.Sprintf("fd %d -> %s", fd, target))
+			}
 		}
+		return held
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(still()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if held := still(); len(held) > 0 {
+		t.Errorf("daemon child still holds its standard streams: %v", held)
 	}
 	unmountAndWait(t, dir, pid)
 }
