@@ -9,11 +9,11 @@ import (
 
 // A TEST HOOK, not a behaviour of mount-s3: opening an object whose base name is
 // .s3csi-standin-grow-<MiB> for reading makes the stand-in allocate and touch that many MiB
-// more and keep them for its life. Real mount-s3's memory grows with its work (prefetch
-// windows, upload buffers, the metadata cache) up to far more than a small limit; this lets the
-// driver's memory limits (Mountpoint Pod resources, systemd units' MemoryMax) be exercised on
-// real cgroups, where the kernel kills a daemon past its limit. Keys without the prefix are
-// untouched, and nothing else triggers it.
+// more and keep them for its life, beyond the memory model of buffers.go (which bounds what
+// reads take by the memory target). It lets the driver's memory limits (Mountpoint Pod
+// resources, systemd units' MemoryMax) meet a real cgroup's OOM killer at will, where the
+// kernel kills a daemon past its limit. Keys without the prefix are untouched, and nothing else
+// triggers it.
 const growPrefix = ".s3csi-standin-grow-"
 
 // maxGrowMiB bounds one request (a typo must not take a test machine's memory).

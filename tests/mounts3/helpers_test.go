@@ -59,7 +59,7 @@ func runCmd(t *testing.T, prep func(*exec.Cmd), e env, args ...string) (code int
 		return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 	case <-time.After(cmdTimeout):
 		_ = cmd.Process.Kill()
-		t.Fatalf("mount-s3 %q did not finish within %v\nstdout: %s\nstderr: %s", args, cmdTimeout, out.String(), errb.String())
+		t.Fatalf("mount-s3 %q did not finish within %v (a daemon child holding stdout/stderr open?)\nstdout: %s\nstderr: %s", args, cmdTimeout, out.String(), errb.String())
 		return 0, "", ""
 	}
 }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -144,28 +143,7 @@ func mountDir(t *testing.T) (dir, pidFile string) {
 // hold those pipes open.
 func runStandin(t *testing.T, e env, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(standinBin, args...)
-	cmd.Env = e.list()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("mount-s3 %q: %v", args, err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errb.String()
-	case <-time.After(cmdTimeout):
-		_ = cmd.Process.Kill()
-		t.Fatalf("mount-s3 %q did not finish within %v (a daemon child holding stdout/stderr open?)\nstdout: %s\nstderr: %s",
-			args, cmdTimeout, out.String(), errb.String())
-		return 0, "", ""
-	}
+	return runCmd(t, func(*exec.Cmd) {}, e, args...)
 }
 
 // mountEntry returns the /proc/self/mountinfo fields after " - " (fstype, source, super
