@@ -292,7 +292,7 @@ func (m *Mounter) ensureSource(ctx context.Context, pod *corev1.Pod, source, com
 		return nil, fmt.Errorf("hand the mount over to Mountpoint Pod %s: %w", pod.Name, sendErr)
 	}
 	if err := m.waitServed(ctx, source, errWatch); err != nil {
-		return nil, fmt.Errorf("%w: Mountpoint Pod %s: %s", mounter.ErrMountFailed, pod.Name, err)
+		return nil, fmt.Errorf("%w: Mountpoint Pod %s: %s%s", mounter.ErrMountFailed, pod.Name, err, mounter.Hint(err.Error()))
 	}
 	ok = true
 	klog.V(2).InfoS("Mountpoint Pod serves the bucket", "mountpointPod", pod.Name, "bucket", src.Bucket, "source", source, "duration", time.Since(start))

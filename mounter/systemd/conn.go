@@ -189,6 +189,18 @@ func (b *bus) dialOnce(done chan struct{}) {
 	close(done)
 }
 
+// watchConnections makes f run with every new connection from now on, and at once with the
+// current one when there is a live one (so a watch set up after the first calls misses
+// nothing).
+func (b *bus) watchConnections(f func(c dbusConn, gone <-chan struct{})) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.onConnect = f
+	if b.conn != nil && b.conn.Connected() {
+		f(b.conn, b.gone)
+	}
+}
+
 // dropLocked closes the current connection, if any.
 func (b *bus) dropLocked() {
 	if b.conn != nil {

@@ -464,7 +464,7 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 			// (a bind) or mount-s3 died silently; only the manager's journal says which.
 			output = fmt.Sprintf("(mount-s3 printed nothing; the node's systemd journal for unit %s says why the unit failed)", unit)
 		}
-		return fmt.Errorf("%w: mounting bucket %q at %s (unit %s, job %s): %s", mounter.ErrMountFailed, rec.Bucket, rec.Target, unit, result, output)
+		return fmt.Errorf("%w: mounting bucket %q at %s (unit %s, job %s): %s%s", mounter.ErrMountFailed, rec.Bucket, rec.Target, unit, result, output, mounter.Hint(output))
 	}
 	r, err := m.health.Check(ctx, rec.Target)
 	if err != nil {
@@ -847,9 +847,9 @@ var _ mounter.Repairer = (*Mounter)(nil)
 // its private socket for every unit: no call per signal (go-systemd's SubState subscriber
 // reads every property of the unit back for each signal of any unit, a round trip per signal
 // that grows with the node's unit churn), one listing of the running mount units per
-// connection. Call before the first use of the Mounter.
+// connection (the current one too, when WatchUnits comes after the Mounter's first calls).
 func (m *Mounter) WatchUnits(changed func()) {
-	m.bus.onConnect = func(c dbusConn, gone <-chan struct{}) {
+	m.bus.watchConnections(func(c dbusConn, gone <-chan struct{}) {
 		updates := make(chan *sd.PropertiesUpdate, 256)
 		errs := make(chan error, 16)
 		c.SetPropertiesSubscriber(updates, errs)
@@ -870,5 +870,5 @@ func (m *Mounter) WatchUnits(changed func()) {
 			}
 		}()
 		changed()
-	}
+	})
 }

@@ -41,6 +41,8 @@ var external = []string{
 	"ImagePullBackOff",                    // kubelet's waiting reason
 	"Unschedulable",                       // the scheduler's condition reason
 	"Pending",                             // a pod phase
+	// mount-s3 (the CRT's error for a failed TLS negotiation)
+	"CRT error 1029: aws-c-io: AWS_IO_TLS_ERROR_NEGOTIATION_FAILURE, TLS (SSL) negotiation failed",
 }
 
 func main() {

@@ -11,8 +11,9 @@ import (
 )
 
 // TestCustomCABundle: an HTTPS endpoint with a private CA. Without --s3-ca-bundle, and with a
-// bundle of another CA, mount-s3 refuses the certificate (its error reaches the caller); with
-// the endpoint's CA the volume mounts and works. mount-s3 trusts the bundle alone
+// bundle of another CA, mount-s3's TLS negotiation fails and it retries past its parent's 30 s
+// wait (CONFORMANCE.md, D3 and X3): the caller gets that timeout and the driver's word on what it
+// usually means, naming the CA bundle flag; with the endpoint's CA the volume mounts and works. mount-s3 trusts the bundle alone
 // (AWS_CA_BUNDLE, its --ca-bundle: it replaces the system trust store).
 func TestCustomCABundle(t *testing.T) {
 	harness.RequireRoot(t)
@@ -25,16 +26,16 @@ func TestCustomCABundle(t *testing.T) {
 	without := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true})
 	target := harness.TargetPath(t, kubelet, "pod-tls", "pv-tls")
 	_, err := without.Node.NodePublishVolume(context.Background(), rw(target, "tls-bucket"))
-	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "certificate") {
-		t.Fatalf("publish without the CA bundle: %v, want mount-s3's certificate error", err)
+	if !caHinted(err) {
+		t.Fatalf("publish without the CA bundle: %v, want mount-s3's ready timeout and the hint naming --s3-ca-bundle", err)
 	}
 	without.Stop()
 
 	wrong := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
 		ExtraArgs: []string{"--s3-ca-bundle=" + harness.UnrelatedCA(t)}})
 	_, err = wrong.Node.NodePublishVolume(context.Background(), rw(target, "tls-bucket"))
-	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "certificate") {
-		t.Fatalf("publish with another CA's bundle: %v, want mount-s3's certificate error", err)
+	if !caHinted(err) {
+		t.Fatalf("publish with another CA's bundle: %v, want mount-s3's ready timeout and the hint naming --s3-ca-bundle", err)
 	}
 	wrong.Stop()
 
@@ -52,4 +53,11 @@ func TestCustomCABundle(t *testing.T) {
 	if _, err := with.Node.NodeUnpublishVolume(context.Background(), rwUnpublish(target)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// caHinted reports whether a publish failed with mount-s3's ready timeout and the driver's hint
+// naming the CA bundle.
+func caHinted(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Timeout after 30 seconds while waiting for mount process to be ready") &&
+		strings.Contains(err.Error(), "not signed by a CA in the bundle mount-s3 trusts (the node plugin's --s3-ca-bundle")
 }

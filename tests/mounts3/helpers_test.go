@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,15 @@ func procStatField(t *testing.T, pid, n int) string {
 	i := bytes.LastIndexByte(b, ')')
 	f := bytes.Fields(b[i+2:])
 	return string(f[n-3])
+}
+
+// waitServing waits until a foreground stand-in's session exists at dir: its mount entry and
+// the line it logs once its signal handler is installed (which comes after the mount, as
+// mount-s3's does: a signal between the two has its default action).
+func waitServing(t *testing.T, dir string, output func() string) {
+	t.Helper()
+	waitFor(t, "foreground mount", func() bool {
+		_, ok := mountEntry(dir)
+		return ok && strings.Contains(output(), "successfully mounted")
+	})
 }

@@ -628,7 +628,7 @@ func TestForegroundSIGTERM(t *testing.T) {
 	f := newFixture(t, "bkt-sigterm")
 	dir, _ := mountDir(t)
 	cmd, wait, output := startForeground(t, f.env, nil, f.args(dir)...)
-	waitFor(t, "foreground mount", func() bool { _, ok := mountEntry(dir); return ok })
+	waitServing(t, dir, output)
 	if _, err := os.ReadDir(dir); err != nil {
 		t.Fatalf("readdir: %v", err)
 	}

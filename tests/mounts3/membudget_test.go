@@ -162,7 +162,7 @@ func TestWriteHandleCap(t *testing.T) {
 	f := newFixture(t, "bkt-writecap")
 	dir, _ := mountDir(t)
 	_, _, output := startForeground(t, f.env, nil, f.args(dir, "--memory-target", "512", "--write-part-size", "209715200")...)
-	waitFor(t, "foreground mount", func() bool { _, ok := mountEntry(dir); return ok })
+	waitServing(t, dir, output)
 	if !strings.Contains(output(), "max files concurrently open for write: 1 (memory target 512 MiB, write part size 200 MiB)") {
 		t.Errorf("output lacks the write cap line:\n%s", output())
 	}

@@ -182,7 +182,7 @@ func TestSignalsOnceMounted(t *testing.T) {
 	f := newFixture(t, "bkt-sighup")
 	dir, _ := mountDir(t)
 	cmd, wait, output := startForeground(t, f.env, nil, f.args(dir)...)
-	waitFor(t, "foreground mount", func() bool { _, ok := mountEntry(dir); return ok })
+	waitServing(t, dir, output)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,11 @@ func TestSIGUSR2(t *testing.T) {
 			args = append(args, "--no-log")
 		}
 		cmd, wait, output := startForeground(t, f.env, nil, args...)
-		waitFor(t, "foreground mount", func() bool { _, ok := mountEntry(dir); return ok })
+		if noLog { // nothing logged: the mount entry is all there is to wait for
+			waitFor(t, "foreground mount", func() bool { _, ok := mountEntry(dir); return ok })
+		} else {
+			waitServing(t, dir, output)
+		}
 		if err := cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 			t.Fatal(err)
 		}

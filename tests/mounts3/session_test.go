@@ -49,7 +49,7 @@ func TestSignalLeavesBusyMount(t *testing.T) {
 	f.s3.PutObject(t, f.bucket, "f", []byte("data"))
 	dir, _ := mountDir(t)
 	cmd, wait, output := startForeground(t, f.env, nil, f.args(dir)...)
-	waitFor(t, "foreground mount", func() bool { _, ok := mountEntry(dir); return ok })
+	waitServing(t, dir, output)
 	held, err := os.Open(dir + "/f")
 	if err != nil {
 		t.Fatal(err)

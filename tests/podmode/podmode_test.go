@@ -283,7 +283,8 @@ func TestPublishNeedsWorkloadIdentity(t *testing.T) {
 // TestCustomCABundle: the Mountpoint Pod's mount-s3 trusts the private CA of an HTTPS endpoint
 // through the bundle the node plugin writes into the pod's comm directory (AWS_CA_BUNDLE,
 // mount-s3's --ca-bundle: the bundle alone is trusted); with a bundle of another CA the publish
-// fails with mount-s3's certificate error.
+// fails with mount-s3's TLS error (the CRT's, which names no certificate) and the driver's hint
+// naming the CA bundle.
 func TestCustomCABundle(t *testing.T) {
 	n := newNodeWith(t, harness.S3Options{TLS: true})
 	n.s3.CreateBucket(t, "pod-tls")
@@ -295,8 +296,9 @@ func TestCustomCABundle(t *testing.T) {
 	bad := n.workload("bad", pv, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := n.drv.Node.NodePublishVolume(ctx, n.publishReq(bad, pv, false)); err == nil || !strings.Contains(strings.ToLower(err.Error()), "certificate") {
-		t.Fatalf("publish with another CA's bundle: %v, want mount-s3's certificate error", err)
+	if _, err := n.drv.Node.NodePublishVolume(ctx, n.publishReq(bad, pv, false)); err == nil || !strings.Contains(err.Error(), "TLS (SSL) negotiation failed") ||
+		!strings.Contains(err.Error(), "not signed by a CA in the bundle mount-s3 trusts (the node plugin's --s3-ca-bundle") {
+		t.Fatalf("publish with another CA's bundle: %v, want mount-s3's TLS error and the hint naming --s3-ca-bundle", err)
 	}
 	n.drv.Stop()
 	n.drv = n.startDriver("--s3-ca-bundle=" + n.s3.CABundle)
