@@ -42,6 +42,7 @@ func TestCluster(t *testing.T) {
 		{"fallback-to-systemd", testFallback},
 		{"mountpoint-headroom", testHeadroom},
 		{"mountpoint-oom", testMountpointOOM},
+		{"memory-target", testMemoryTarget},
 		{"controller-restart-burst", testControllerBurst},
 		{"drain", testDrain},
 		{"upgrade-rollback", testUpgradeRollback},

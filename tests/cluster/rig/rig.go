@@ -90,6 +90,10 @@ func SystemdSocket() string { return filepath.Join(systemdRuntimeDir, "systemd",
 // S3Endpoint is versitygw's URL, reachable from the node, its pods and its systemd units.
 func S3Endpoint() string { return fmt.Sprintf("http://%s:%d", NodeIP, S3Port) }
 
+// S3DataDir is versitygw's posix back end: a bucket is a directory of it, an object a file
+// (a test may make a large object there as a sparse file).
+func S3DataDir() string { return s3DataDir }
+
 // S3AdminEndpoint is versitygw's admin API URL.
 func S3AdminEndpoint() string { return fmt.Sprintf("http://%s:%d", NodeIP, S3AdminPort) }
 
