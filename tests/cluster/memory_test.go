@@ -19,11 +19,12 @@ import (
 
 // burstBytes is the object the read burst reads: big enough that mount-s3's read-ahead
 // window (1 MiB + 128 KiB doubling, CONFORMANCE.md R3) fills the data-buffer budget at either
-// target below (the window after 575 MiB asks for 1152 MiB).
-const burstBytes = 2 << 30
+// target below: the window after 575 MiB asks for 1152 MiB, of which the object must hold
+// more than the larger budget (601 MiB at 729).
+const burstBytes = 1280 << 20
 
 // testMemoryTarget (docs/sizing.md, "mount-s3's memory target"): pod mode, Mountpoint Pods
-// limited to 768Mi, one sequential read of 2 GiB each. With the memory target the node plugin
+// limited to 768Mi, one sequential read of 1.25 GiB each. With the memory target the node plugin
 // derives from the limit (768 − max(128, 768/4) = 576 MiB) mount-s3 stays below the limit and
 // the read completes, with no restart. With the target mount-s3 picks itself when it is given
 // none (95% of its cgroup's limit: 729 MiB, set here as the volume's own memory-target, as the
