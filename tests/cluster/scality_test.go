@@ -270,6 +270,7 @@ func (w *scalityWriters) expectKept(t *testing.T, r scality.Release, when string
 	t.Helper()
 	w.expectWriting(t, when)
 	s := currentState(t)
+	t.Logf("%s %s: %s", r, when, s) // the closing notes' table: what serves the mounts at each step
 	if !r.PodMode() {
 		for i, p := range w.pods {
 			target := targetOf(t, p, "data")
@@ -464,7 +465,9 @@ func testUpgradeFromScality(t *testing.T, r scality.Release) {
 		drainWriters(t, w.bucket, w.pods, w.mp, mountpointPodsSelector)
 	} else {
 		for _, p := range w.pods {
-			checkWriter(t, w.bucket, p.Name, stopWriter(t, p))
+			n := stopWriter(t, p)
+			checkWriter(t, w.bucket, p.Name, n)
+			t.Logf("%s: writer %s wrote %d files through every path, each checked in the bucket", r, p.Name, n)
 		}
 	}
 	if f := legacyCredentialFiles(); len(f) != 0 {
