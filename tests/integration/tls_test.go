@@ -23,7 +23,11 @@ func TestCustomCABundle(t *testing.T) {
 	sd := harness.StartSystemd(t, kubelet)
 	harness.CleanupMounts(t, kubelet)
 
-	without := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true})
+	// The harness's 30 s --mount-timeout would race mount-s3's own 30 s wait (the unit killed
+	// first prints nothing); the driver's default is 60 s.
+	patient := "--mount-timeout=50s"
+	without := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
+		ExtraArgs: []string{patient}})
 	target := harness.TargetPath(t, kubelet, "pod-tls", "pv-tls")
 	_, err := without.Node.NodePublishVolume(context.Background(), rw(target, "tls-bucket"))
 	if !caHinted(err) {
@@ -32,7 +36,7 @@ func TestCustomCABundle(t *testing.T) {
 	without.Stop()
 
 	wrong := harness.StartDriver(t, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: []string{"--s3-ca-bundle=" + harness.UnrelatedCA(t)}})
+		ExtraArgs: []string{patient, "--s3-ca-bundle=" + harness.UnrelatedCA(t)}})
 	_, err = wrong.Node.NodePublishVolume(context.Background(), rw(target, "tls-bucket"))
 	if !caHinted(err) {
 		t.Fatalf("publish with another CA's bundle: %v, want mount-s3's ready timeout and the hint naming --s3-ca-bundle", err)
