@@ -294,7 +294,9 @@ func TestCustomCABundle(t *testing.T) {
 	right.Stop()
 	n.drv = n.startDriver("--s3-ca-bundle=" + harness.UnrelatedCA(t))
 	bad := n.workload("bad", pv, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// mount-s3 retries the TLS failure ten times with full-jitter backoff (CONFORMANCE.md X3: up
+	// to about 90 s, half that on average) before it fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := n.drv.Node.NodePublishVolume(ctx, n.publishReq(bad, pv, false)); err == nil || !strings.Contains(err.Error(), "TLS (SSL) negotiation failed") ||
 		!strings.Contains(err.Error(), "not signed by a CA in the bundle mount-s3 trusts (the node plugin's --s3-ca-bundle") {
