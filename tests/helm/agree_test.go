@@ -41,7 +41,7 @@ func agreeCases(t *testing.T) []agreeCase {
 	var cs []agreeCase
 	add := func(valid bool, name, values string) { cs = append(cs, agreeCase{name, values, valid}) }
 	// mountpointPod.cacheSizeLimit: --mountpoint-cache-size-limit (node plugin, Pod Reconciler).
-	for v, ok := range map[string]bool{"5Gi": true, "128Mi": true, "134217728": true, "127Mi": false, "64Mi": false, "100M": false, "\"0\"": false, "big": false, "1e9": true, "null": true} {
+	for v, ok := range map[string]bool{"5Gi": true, "128Mi": true, "\"134217728\"": true, "127Mi": false, "64Mi": false, "100M": false, "\"0\"": false, "big": false, "\"1e9\"": true, "null": true} {
 		add(ok, "cacheSizeLimit "+v, "mountpointPod:\n  cacheSizeLimit: "+v+"\n")
 	}
 	// mountpointPod.resources: --mountpoint-{cpu,memory}-{request,limit} (both).
@@ -90,7 +90,8 @@ func agreeCases(t *testing.T) []agreeCase {
 	// Durations of the node plugin and the CSI controller.
 	for _, key := range []string{"node:\n  mountTimeout", "node:\n  podSweepInterval", "node:\n  apiTimeout", "controller:\n  emptyBucketBudget"} {
 		for v, ok := range map[string]bool{"1s": true, "90s": true, "1m30s": true, "0s": false, "60": false, "-5s": false} {
-			add(ok, strings.ReplaceAll(key, "\n  ", ".")+" "+v, key+": \""+v+"\"\n")
+			// values-mixed.yaml's controller.extraArgs sets --empty-bucket-budget after the chart's.
+			add(ok, strings.ReplaceAll(key, "\n  ", ".")+" "+v, key+": \""+v+"\"\n  extraArgs: []\n")
 		}
 	}
 	add(false, "maxVolumesPerNode negative", "node:\n  maxVolumesPerNode: -1\n")
