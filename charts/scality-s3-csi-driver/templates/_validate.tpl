@@ -54,6 +54,7 @@ Called by s3csi.guard, before any template reads a value.
 {{- fail (printf "node.systemdSliceLimits.%s %v must be more than zero: set a quantity such as %s, or null for no cap" $r $val (ternary "2" "8Gi" (eq $r "cpu"))) -}}
 {{- end -}}
 {{- end -}}
+{{- $_ := include "s3csi.caConfigMap" . -}}
 {{- include "s3csi.checkCABundle" $v.tls.caBundle -}}
 {{- end -}}
 
