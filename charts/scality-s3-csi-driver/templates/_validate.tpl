@@ -54,6 +54,13 @@ Called by s3csi.guard, before any template reads a value.
 {{- fail (printf "node.systemdSliceLimits.%s %v must be more than zero: set a quantity such as %s, or null for no cap" $r $val (ternary "2" "8Gi" (eq $r "cpu"))) -}}
 {{- end -}}
 {{- end -}}
+{{- range $name, $m := dict "node.affinity" (list $v.node.affinity (list "nodeAffinity" "podAffinity" "podAntiAffinity") "a pod's affinity") "controller.affinity" (list $v.controller.affinity (list "nodeAffinity" "podAffinity" "podAntiAffinity") "a pod's affinity") "node.seLinuxOptions" (list $v.node.seLinuxOptions (list "user" "role" "type" "level") "a container's SELinux options") -}}
+{{- range $k, $_ := (index $m 0 | default dict) -}}
+{{- if not (has $k (index $m 1)) -}}
+{{- fail (printf "%s has an unknown key %s (Kubernetes would drop it without a word): use %s, the keys of %s" $name $k (join ", " (index $m 1)) (index $m 2)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $_ := include "s3csi.caConfigMap" . -}}
 {{- include "s3csi.checkCABundle" $v.tls.caBundle -}}
 {{- end -}}
