@@ -37,7 +37,7 @@ const (
 	scalityEndpoint = "https://s3.ring.example.com"
 	scalitySecret   = "ring-credentials"
 	caConfigMap     = "ring-ca"
-	testCA          = "-----BEGIN CERTIFICATE-----\nMIIBfixture\n-----END CERTIFICATE-----"
+	testCA          = "-----BEGIN CERTIFICATE-----\nMIIBiDCCAS+gAwIBAgIUG5yLMSDMTnsb6uCVnz4v7rx6Lh0wCgYIKoZIzj0EAwIw\nGjEYMBYGA1UEAwwPRXhhbXBsZSBSSU5HIENBMB4XDTI2MTEyMTAxMDY1NVoXDTM2\nMTExODAxMDY1NVowGjEYMBYGA1UEAwwPRXhhbXBsZSBSSU5HIENBMFkwEwYHKoZI\nzj0CAQYIKoZIzj0DAQcDQgAEmT2HQ6H4MCx3p+fXMlcBGbl4SkXCnADvbJo7Afi9\nHFEOWOFQtwW9QQUolk4BxXtWx7ep54PSHVCtBfXx2t4jQ6NTMFEwHQYDVR0OBBYE\nFNRARVMOeoeXQelAIKcAMCCvgjlBMB8GA1UdIwQYMBaAFNRARVMOeoeXQelAIKcA\nMCCvgjlBMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDRwAwRAIgIsCuESwx\nmOfWjoShAZ7x8rrSvwP0lzC0tXK95m97uhsCIClT7X3a44PXDO3f2RKxqkb64IdX\nPK/VXTX7M0J56f+H\n-----END CERTIFICATE-----" // values-mixed.yaml's: the chart refuses what is not a certificate
 )
 
 // scalityRig is one API server holding one Scality release, with what a live node of it has

@@ -382,6 +382,7 @@ s3csi.checkNodes, once.)
 {{- end -}}
 {{- include "s3csi.refuse1x" . -}}
 {{- include "s3csi.requireOffline" . -}}
+{{- include "s3csi.checkValues" . -}}
 {{- end -}}
 
 {{/*
@@ -410,12 +411,13 @@ Pod Reconciler (Mountpoint Pods) and the node plugin (systemd units) take: one r
 
 {{/*
 A memory quantity in bytes (as a decimal string): a number with an optional binary (Ki, Mi, Gi,
-Ti) or decimal (k, M, G, T) suffix, as the schema's quantity pattern allows; the binaries
+Ti) or decimal (k, M, G, T) suffix or a decimal exponent (1e9), as the schema's quantity pattern allows; the binaries
 parse it again (resource.ParseQuantity) and refuse what this misreads.
 */}}
 {{- define "s3csi.bytes" -}}
 {{- $m := regexFindAll "^([0-9.]+)([KMGT]i|[kMGT])?$" . 1 -}}
-{{- if not $m -}}0{{- else -}}
+{{- if regexMatch "^[0-9.]+e[0-9]+$" . -}}{{- float64 . -}}
+{{- else if not $m -}}0{{- else -}}
 {{- $num := regexReplaceAll "^([0-9.]+).*$" . "${1}" | float64 -}}
 {{- $unit := regexReplaceAll "^[0-9.]+" . "" -}}
 {{- $mult := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit -}}

@@ -1,4 +1,4 @@
-package main
+package reconcileroptions
 
 import (
 	"flag"
@@ -21,13 +21,13 @@ func TestPullSecretsFlag(t *testing.T) {
 		{value: "Bad_Name", err: `--mountpoint-image-pull-secrets: "Bad_Name" is not a Secret name`},
 		{value: "../x", err: `"../x" is not a Secret name`},
 	} {
-		var o options
+		var o Options
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		o.addFlags(fs)
+		o.AddFlags(fs)
 		if err := fs.Parse([]string{"--mountpoint-image=img", "--mountpoint-image-pull-secrets=" + tc.value}); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := o.reconcilerConfig()
+		cfg, err := o.Config()
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: error %v, want one saying %q", tc.value, err, tc.err)
@@ -47,23 +47,23 @@ func TestPullSecretsFlag(t *testing.T) {
 func TestGCPercentFlag(t *testing.T) {
 	// The default is below Go's 100: at 20,000 pods it keeps the peak RSS under 120 MiB
 	// (docs/development.md); the flag's value is what run passes to debug.SetGCPercent.
-	var d options
+	var d Options
 	dfs := flag.NewFlagSet("test", flag.ContinueOnError)
-	d.addFlags(dfs)
+	d.AddFlags(dfs)
 	if err := dfs.Parse([]string{"--mountpoint-image=img"}); err != nil {
 		t.Fatal(err)
 	}
-	if d.gcPercent != 75 {
-		t.Errorf("--gc-percent defaults to %d, want 75", d.gcPercent)
+	if d.GcPercent != 75 {
+		t.Errorf("--gc-percent defaults to %d, want 75", d.GcPercent)
 	}
 	for value, wantErr := range map[string]string{"50": "", "100": "", "5": "--gc-percent must be between 10 and 1000, not 5", "2000": "--gc-percent must be between 10 and 1000"} {
-		var o options
+		var o Options
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		o.addFlags(fs)
+		o.AddFlags(fs)
 		if err := fs.Parse([]string{"--mountpoint-image=img", "--gc-percent=" + value}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := o.reconcilerConfig()
+		_, err := o.Config()
 		if wantErr == "" && err != nil {
 			t.Errorf("--gc-percent=%s: %v", value, err)
 		}
@@ -99,13 +99,13 @@ func TestResourceFlags(t *testing.T) {
 		{args: []string{"--mountpoint-cpu-request=0"}, wantErr: "--mountpoint-cpu-request: \"0\" must be more than zero"},
 		{args: []string{"--mountpoint-memory-request=2Gi", "--mountpoint-memory-limit=1Gi"}, wantErr: "memory request 2Gi is above its limit 1Gi"},
 	} {
-		var o options
+		var o Options
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		o.addFlags(fs)
+		o.AddFlags(fs)
 		if err := fs.Parse(append([]string{"--mountpoint-image=img"}, tc.args...)); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := o.reconcilerConfig()
+		cfg, err := o.Config()
 		switch {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.wantErr)
@@ -124,13 +124,13 @@ func TestCacheSizeLimitFlag(t *testing.T) {
 		"64Mi":  "--mountpoint-cache-size-limit: a cache volume of 64Mi is too small; use at least 128Mi",
 		"large": `--mountpoint-cache-size-limit: "large" is not a Kubernetes quantity`,
 	} {
-		var o options
+		var o Options
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		o.addFlags(fs)
+		o.AddFlags(fs)
 		if err := fs.Parse([]string{"--mountpoint-image=img", "--mountpoint-cache-size-limit=" + value}); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := o.reconcilerConfig()
+		cfg, err := o.Config()
 		switch {
 		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
 			t.Errorf("%q: error %v, want one saying %q", value, err, wantErr)
