@@ -11,6 +11,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -19,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
@@ -160,7 +164,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.restartPods, "restart-pods", false, "node mode: let the recovery policy restart-pod (volume attribute mountRecovery) delete a workload pod whose containers cannot see a repaired mount; needs pods get/delete and persistentvolumeclaims get (Helm node.restartPods binds them); when false such volumes are repaired only, with an Event saying so")
 	fs.DurationVar(&o.healthInterval, "health-check-interval", 2*time.Second, "node mode: how often every published mount is checked, and a dead one mounted again, without waiting for kubelet (besides the checks systemd's unit signals and Mountpoint Pod changes trigger); 0 turns the monitor off: dead mounts are then repaired by kubelet's republish only")
 	fs.IntVar(&o.probesPerCheck, "health-probes-per-check", mountmonitor.DefaultProbesPerCheck, "node mode: at most this many mount-s3 daemons are asked to answer (statfs) at each periodic check, those asked longest ago first, so a node with many mounts probes each every few checks; a daemon that exits is seen at once anyway (systemd's unit signal, the Mountpoint Pod's mount.err), and every check still looks every mount up in the mount table; 0 probes every daemon at every check")
-	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint, e.g. :9809 (none when empty)")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "", "address of the Prometheus endpoint (/metrics), e.g. :9809 on a node, :9810 for the controller (none when empty)")
 	fs.BoolVar(&o.profiling, "profiling", false, "node mode: also serve Go's profiles (/debug/pprof/) on --metrics-address, for measuring the plugin; off by default")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 }
@@ -433,9 +437,41 @@ func runController(ctx context.Context, o options, creds *credentials.Credential
 	if err != nil {
 		return err
 	}
+	if o.metricsAddress != "" {
+		if err := serveControllerMetrics(ctx, o.metricsAddress, cs.Collectors()); err != nil {
+			return err
+		}
+	}
 	srv.RegisterIdentity(driver.NewIdentityServer(true, nil))
 	srv.RegisterController(cs)
 	return srv.Run(ctx)
+}
+
+// serveControllerMetrics serves the controller's metrics on address (/metrics) from a registry
+// of their own, as the node plugin does, until ctx ends. A failing listener is an error at
+// start; a server that stops later is logged.
+func serveControllerMetrics(ctx context.Context, address string, collectors []prometheus.Collector) error {
+	reg := prometheus.NewRegistry()
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return fmt.Errorf("--metrics-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	klog.InfoS("Serving metrics", "address", lis.Addr().String())
+	go func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Metrics server stopped")
+		}
+	}()
+	return nil
 }
 
 // probesPerCheck maps --health-probes-per-check (0: every daemon) to
