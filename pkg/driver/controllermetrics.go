@@ -31,6 +31,12 @@ var operationResults = map[string][]string{
 	opDelete: {resultDeleted, resultRetained, resultAbsent, resultFailed},
 }
 
+// controllerCodes are the gRPC codes a CreateVolume or DeleteVolume can end with (codeOf),
+// whose error series exist at 0 from start-up.
+var controllerCodes = []codes.Code{codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied,
+	codes.Unavailable, codes.Aborted, codes.AlreadyExists, codes.NotFound, codes.DeadlineExceeded,
+	codes.Canceled, codes.Internal}
+
 // controllerMetrics are the Controller service's Prometheus metrics (docs/monitoring.md). They
 // have no registry of their own: main registers ControllerServer.Collectors where it serves
 // them.
@@ -55,6 +61,9 @@ func newControllerMetrics() *controllerMetrics {
 	}
 	for op, results := range operationResults {
 		m.duration.WithLabelValues(op)
+		for _, c := range controllerCodes {
+			m.errors.WithLabelValues(op, c.String())
+		}
 		for _, r := range results {
 			m.operations.WithLabelValues(op, r)
 		}

@@ -131,7 +131,7 @@ func opOf(deleteID string) string {
 	return opCreate
 }
 
-// TestControllerMetricsFromStart: every operation and result series is exported at 0 before
+// TestControllerMetricsFromStart: every operation, result and error code series is exported at 0 before
 // the first call, so that rates and alerts need no special case for one not seen yet.
 func TestControllerMetricsFromStart(t *testing.T) {
 	cs, _, _ := newTestController(t, ctrlCreds)
@@ -148,6 +148,7 @@ func TestControllerMetricsFromStart(t *testing.T) {
 	want := map[string]int{
 		"s3csi_csi_controller_bucket_operations_total": 8, // 4 results of create, 4 of delete
 		"s3csi_csi_controller_operation_seconds":       2,
+		"s3csi_csi_controller_errors_total":            2 * len(controllerCodes),
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("series at start (-want +got):\n%s", d)

@@ -146,7 +146,7 @@ func TestDashboardQueries(t *testing.T) {
 		}))
 	}
 	for _, name := range harness.MonitoringMetrics(t) {
-		base := strings.TrimSuffix(name, "_bucket")
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")
 		if strings.HasPrefix(name, "controller_runtime_") {
 			continue // controller-runtime's own (the Pod Reconciler serves its registry)
 		}
@@ -170,12 +170,12 @@ func TestControllerMetricsEndpoints(t *testing.T) {
 		container, flag, port string
 		number                int32
 	}{
-		{"s3-csi-controller", "--metrics-address", "metrics", 9900},
-		{"csi-provisioner", "--http-endpoint", "prov-metrics", 9901},
+		{"s3-csi-controller", "metrics-address", "metrics", 9900},
+		{"csi-provisioner", "http-endpoint", "prov-metrics", 9901},
 	} {
 		c := container(t, spec, tc.container)
 		if v, ok := flagValue(c.Args, tc.flag); !ok || v != fmt.Sprintf(":%d", tc.number) {
-			t.Errorf("%s: %s = %q (set %v), want :%d", tc.container, tc.flag, v, ok, tc.number)
+			t.Errorf("%s: --%s = %q (set %v), want :%d", tc.container, tc.flag, v, ok, tc.number)
 		}
 		want := []corev1.ContainerPort{{Name: tc.port, ContainerPort: tc.number}}
 		if d := cmp.Diff(want, c.Ports); d != "" {
@@ -185,9 +185,9 @@ func TestControllerMetricsEndpoints(t *testing.T) {
 	_, objs = m.render(t, "--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.controllerMetrics.enabled=false")
 	spec = typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller")).Spec.Template.Spec
 	for _, c := range spec.Containers {
-		for _, flag := range []string{"--metrics-address", "--http-endpoint"} {
+		for _, flag := range []string{"metrics-address", "http-endpoint"} {
 			if _, ok := flagValue(c.Args, flag); ok {
-				t.Errorf("disabled: %s still has %s", c.Name, flag)
+				t.Errorf("disabled: %s still has --%s", c.Name, flag)
 			}
 		}
 		if len(c.Ports) != 0 {
