@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -12,15 +10,7 @@ import (
 // reported; a histogram's _count series and a documented alert with its runbook are not.
 func TestMonitoringDrift(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { writeFile(t, root, rel, content) }
 	write("pkg/a/a.go", "package a\n\nvar names = []string{\"s3csi_a_total\", \"s3csi_b_seconds\", \"s3csi_undocumented\", \"not_ours_total\"}\n")
 	write("pkg/a/a_test.go", "package a\n\nvar testOnly = \"s3csi_test_only\"\n")
 	write("docs/monitoring.md", "| `s3csi_a_total{mode}` | x |\n| `s3csi_b_seconds` | see s3csi_b_seconds_count |\n| `s3csi_gone_total` | drift |\n\n`AlertGood`, `AlertBadRunbook`\n")
