@@ -7,12 +7,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -178,9 +184,41 @@ func runController(ctx context.Context, o pluginoptions.Options, creds *credenti
 	if err != nil {
 		return err
 	}
+	if o.MetricsAddress != "" {
+		if err := serveControllerMetrics(ctx, o.MetricsAddress, cs.Collectors()); err != nil {
+			return err
+		}
+	}
 	srv.RegisterIdentity(driver.NewIdentityServer(true, nil))
 	srv.RegisterController(cs)
 	return srv.Run(ctx)
+}
+
+// serveControllerMetrics serves the controller's metrics on address (/metrics) from a registry
+// of their own, as the node plugin does, until ctx ends. A failing listener is an error at
+// start; a server that stops later is logged.
+func serveControllerMetrics(ctx context.Context, address string, collectors []prometheus.Collector) error {
+	reg := prometheus.NewRegistry()
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return fmt.Errorf("--metrics-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	klog.InfoS("Serving metrics", "address", lis.Addr().String())
+	go func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Metrics server stopped")
+		}
+	}()
+	return nil
 }
 
 // probesPerCheck maps --health-probes-per-check (0: every daemon) to

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/pkg/credentials"
@@ -55,6 +56,7 @@ type ControllerServer struct {
 	csi.UnimplementedControllerServer
 	cfg      ControllerConfig
 	inflight inflight.Set
+	metrics  *controllerMetrics
 }
 
 // NewControllerServer returns the Controller service.
@@ -65,8 +67,13 @@ func NewControllerServer(cfg ControllerConfig) (*ControllerServer, error) {
 	if cfg.EmptyBudget <= 0 {
 		return nil, errors.New("controller: the bucket emptying budget must be positive")
 	}
-	return &ControllerServer{cfg: cfg}, nil
+	return &ControllerServer{cfg: cfg, metrics: newControllerMetrics()}, nil
 }
+
+// Collectors returns the Controller service's Prometheus metrics (docs/monitoring.md), for the
+// caller to register: each CreateVolume and DeleteVolume call is counted by result, its error by
+// gRPC code, and timed.
+func (s *ControllerServer) Collectors() []prometheus.Collector { return s.metrics.collectors() }
 
 // ControllerGetCapabilities advertises CREATE_DELETE_VOLUME only: buckets need no attach step,
 // have no capacity to report, expand or snapshot. SINGLE_NODE_MULTI_WRITER is not advertised
@@ -87,43 +94,50 @@ func (s *ControllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 // StorageClass must then also name a node-publish secret), else "driver". The capacity is 0
 // (unknown): S3 buckets have none, and the external-provisioner then records the claim's size.
 func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	start := time.Now()
+	resp, result, err := s.createVolume(ctx, req)
+	s.metrics.observe(opCreate, start, string(result), err)
+	return resp, err
+}
+
+func (s *ControllerServer) createVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, s3.CreateResult, error) {
 	name := req.GetName()
 	if err := validateVolumeName(name); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	params, err := parseParameters(req.GetParameters())
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(req.GetMutableParameters()) > 0 {
-		return nil, invalid("mutable_parameters", "are not supported: volumes of this driver have no modifiable attributes")
+		return nil, "", invalid("mutable_parameters", "are not supported: volumes of this driver have no modifiable attributes")
 	}
 	if req.GetVolumeContentSource() != nil {
-		return nil, invalid("volume_content_source", "snapshots and clones are not supported")
+		return nil, "", invalid("volume_content_source", "snapshots and clones are not supported")
 	}
 	if err := checkCapacity(req.GetCapacityRange()); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	client, source, err := s.client(req.GetSecrets())
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	bucket, err := s3.BucketName(params.prefix, name)
 	if err != nil {
-		return nil, fieldError("name", err)
+		return nil, "", fieldError("name", err)
 	}
 	id := volumeID{policy: params.policy, bucket: bucket}
 	release, ok := s.inflight.TryAcquire(bucket)
 	if !ok {
-		return nil, fieldError("name", fmt.Errorf("%w: bucket %s", errVolumeBusy, bucket))
+		return nil, "", fieldError("name", fmt.Errorf("%w: bucket %s", errVolumeBusy, bucket))
 	}
 	defer release()
 	result, err := client.CreateBucket(ctx, bucket, s3.Owner{VolumeName: name, VolumeID: id.String()})
 	if err != nil {
-		return nil, fmt.Errorf("create volume %q: %w", name, err)
+		return nil, "", fmt.Errorf("create volume %q: %w", name, err)
 	}
 	klog.V(2).InfoS("Volume provisioned", "volumeName", name, "volumeID", id, "bucket", bucket, "result", result, "authenticationSource", source)
 	vc := map[string]string{ctxBucketName: bucket, ctxAuthSource: string(source)}
@@ -140,7 +154,7 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 		VolumeId:      id.String(),
 		CapacityBytes: 0,
 		VolumeContext: vc,
-	}}, nil
+	}}, result, nil
 }
 
 // DeleteVolume deletes the bucket of a dynamically provisioned volume, as its deletion policy
@@ -157,67 +171,76 @@ func (s *ControllerServer) CreateVolume(ctx context.Context, req *csi.CreateVolu
 // Scality's 1.x driver (id csi-s3-<uuid>) get what 1.x's StorageClass promised
 // (deleteLegacyBucket).
 func (s *ControllerServer) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
-	if err := validateText("volume_id", req.GetVolumeId(), maxVolumeID); err != nil {
+	start := time.Now()
+	result, err := s.deleteVolume(ctx, req)
+	s.metrics.observe(opDelete, start, result, err)
+	if err != nil {
 		return nil, err
+	}
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// deleteVolume is DeleteVolume; it returns what it did (resultDeleted, resultRetained or
+// resultAbsent).
+func (s *ControllerServer) deleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (string, error) {
+	if err := validateText("volume_id", req.GetVolumeId(), maxVolumeID); err != nil {
+		return "", err
 	}
 	id, err := parseVolumeID("volume_id", req.GetVolumeId())
 	if bucket, ok := legacyDynamicBucket(req.GetVolumeId()); ok && errors.Is(err, errForeignVolumeID) {
-		if err := s.deleteLegacyBucket(ctx, req.GetSecrets(), bucket); err != nil {
-			return nil, err
-		}
-		return &csi.DeleteVolumeResponse{}, nil
+		return s.deleteLegacyBucket(ctx, req.GetSecrets(), bucket)
 	}
 	if errors.Is(err, errForeignVolumeID) {
 		klog.V(2).InfoS("Nothing to delete: not a dynamically provisioned volume", "volumeID", req.GetVolumeId())
-		return &csi.DeleteVolumeResponse{}, nil
+		return resultAbsent, nil
 	}
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if id.policy == policyRetain {
 		klog.V(2).InfoS("Keeping the bucket of a deleted volume (bucketDeletionPolicy retain)", "volumeID", id, "bucket", id.bucket)
-		return &csi.DeleteVolumeResponse{}, nil
+		return resultRetained, nil
 	}
 	client, _, err := s.client(req.GetSecrets())
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	release, ok := s.inflight.TryAcquire(id.bucket)
 	if !ok {
-		return nil, fieldError("volume_id", fmt.Errorf("%w: bucket %s", errVolumeBusy, id.bucket))
+		return "", fieldError("volume_id", fmt.Errorf("%w: bucket %s", errVolumeBusy, id.bucket))
 	}
 	defer release()
 	owner, err := client.BucketOwner(ctx, id.bucket)
 	if errors.Is(err, s3.ErrNoSuchBucket) {
 		klog.V(2).InfoS("Bucket already deleted", "volumeID", id, "bucket", id.bucket)
-		return &csi.DeleteVolumeResponse{}, nil
+		return resultAbsent, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("delete volume %q: %w", id, err)
+		return "", fmt.Errorf("delete volume %q: %w", id, err)
 	}
 	if owner.VolumeID != id.String() {
-		return nil, fmt.Errorf("delete volume %q: %w: bucket %q exists but its %s tag is %q, not this volume id, so it is not deleted; delete it by hand if it is no longer needed, or restore the tag",
+		return "", fmt.Errorf("delete volume %q: %w: bucket %q exists but its %s tag is %q, not this volume id, so it is not deleted; delete it by hand if it is no longer needed, or restore the tag",
 			id, errNotVolumeBucket, id.bucket, s3.TagVolumeID, owner.VolumeID)
 	}
 	if id.policy == policyDeleteWithObjects {
 		res, err := client.EmptyBucket(ctx, id.bucket, s.emptyDeadline(ctx))
 		klog.V(2).InfoS("Emptying bucket of a deleted volume (bucketDeletionPolicy deleteWithObjects)", "volumeID", id, "bucket", id.bucket, "deletedObjects", res.Objects, "abortedUploads", res.Uploads, "done", err == nil)
 		if err != nil {
-			return nil, fmt.Errorf("delete volume %q: %w", id, err)
+			return "", fmt.Errorf("delete volume %q: %w", id, err)
 		}
 	}
 	err = client.DeleteBucket(ctx, id.bucket)
 	switch {
 	case errors.Is(err, s3.ErrBucketNotEmpty) && id.policy == policyDelete:
-		return nil, fmt.Errorf("delete volume %q: bucket %q still holds objects (or object versions, or incomplete uploads) and the volume's bucketDeletionPolicy is delete, which never deletes data; "+
+		return "", fmt.Errorf("delete volume %q: bucket %q still holds objects (or object versions, or incomplete uploads) and the volume's bucketDeletionPolicy is delete, which never deletes data; "+
 			"the bucket is kept. Empty it and the deletion succeeds on the provisioner's next retry, or, to keep the data, set the PersistentVolume's persistentVolumeReclaimPolicy to Retain and delete the PersistentVolume: %w", id, id.bucket, err)
 	case errors.Is(err, s3.ErrBucketNotEmpty):
-		return nil, fmt.Errorf("delete volume %q: %w: bucket %q received new objects while it was being emptied; the provisioner's next retry continues", id, s3.ErrNotEmptied, id.bucket)
+		return "", fmt.Errorf("delete volume %q: %w: bucket %q received new objects while it was being emptied; the provisioner's next retry continues", id, s3.ErrNotEmptied, id.bucket)
 	case err != nil:
-		return nil, fmt.Errorf("delete volume %q: %w", id, err)
+		return "", fmt.Errorf("delete volume %q: %w", id, err)
 	}
 	klog.V(2).InfoS("Deleted the bucket of a deleted volume", "volumeID", id, "bucket", id.bucket, "policy", id.policy)
-	return &csi.DeleteVolumeResponse{}, nil
+	return resultDeleted, nil
 }
 
 // ValidateVolumeCapabilities confirms the capabilities (and the volume context and parameters,

@@ -29,28 +29,28 @@ func legacyDynamicBucket(id string) (string, bool) {
 // (the provisioner retries, so emptying it finishes the deletion). 1.x never tagged its
 // buckets, so there is no owner tag to check: the id's form is the proof, and the
 // external-provisioner only deletes volumes it provisioned under this driver's name.
-func (s *ControllerServer) deleteLegacyBucket(ctx context.Context, secrets map[string]string, bucket string) error {
+func (s *ControllerServer) deleteLegacyBucket(ctx context.Context, secrets map[string]string, bucket string) (string, error) {
 	client, _, err := s.client(secrets)
 	if err != nil {
-		return err
+		return "", err
 	}
 	release, ok := s.inflight.TryAcquire(bucket)
 	if !ok {
-		return fieldError("volume_id", fmt.Errorf("%w: bucket %s", errVolumeBusy, bucket))
+		return "", fieldError("volume_id", fmt.Errorf("%w: bucket %s", errVolumeBusy, bucket))
 	}
 	defer release()
 	err = client.DeleteBucket(ctx, bucket)
 	switch {
 	case errors.Is(err, s3.ErrNoSuchBucket):
 		klog.V(2).InfoS("Bucket of a 1.x volume already deleted", "volumeID", bucket, "bucket", bucket)
-		return nil
+		return resultAbsent, nil
 	case errors.Is(err, s3.ErrBucketNotEmpty):
-		return fmt.Errorf("delete volume %q: this volume was provisioned by Scality's 1.x driver, whose reclaimPolicy Delete deletes an empty bucket only, and bucket %q still holds objects "+
+		return "", fmt.Errorf("delete volume %q: this volume was provisioned by Scality's 1.x driver, whose reclaimPolicy Delete deletes an empty bucket only, and bucket %q still holds objects "+
 			"(or object versions, or incomplete uploads); the bucket is kept (1.x kept it too, but said nothing). Empty it and the deletion succeeds on the provisioner's next retry, or, to keep the data, "+
 			"set the PersistentVolume's persistentVolumeReclaimPolicy to Retain and delete the PersistentVolume: %w", bucket, bucket, err)
 	case err != nil:
-		return fmt.Errorf("delete volume %q (provisioned by Scality's 1.x driver): %w", bucket, err)
+		return "", fmt.Errorf("delete volume %q (provisioned by Scality's 1.x driver): %w", bucket, err)
 	}
 	klog.V(2).InfoS("Deleted the bucket of a deleted 1.x volume", "volumeID", bucket, "bucket", bucket)
-	return nil
+	return resultDeleted, nil
 }

@@ -24,6 +24,7 @@ type fakeBuckets struct {
 	owner  s3.Owner
 	errs   map[string]error          // by method name
 	create func(ctx context.Context) // runs inside CreateBucket (to block it)
+	result s3.CreateResult           // CreateBucket's result; empty: s3.Created
 }
 
 func (f *fakeBuckets) record(call string) error {
@@ -43,6 +44,9 @@ func (f *fakeBuckets) CreateBucket(ctx context.Context, bucket string, owner s3.
 	f.mu.Lock()
 	f.owner = owner
 	f.mu.Unlock()
+	if f.result != "" {
+		return f.result, nil
+	}
 	return s3.Created, nil
 }
 

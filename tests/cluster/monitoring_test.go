@@ -14,9 +14,9 @@ import (
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
 
-// testMonitoring scrapes the running node plugin (port metrics, 9809) and the Pod Reconciler
-// (8080) as a PodMonitor would, and checks that every metric the chart's alerts and Grafana
-// dashboard use is exported, the node plugin's labelled with the node. A pod-mode workload
+// testMonitoring scrapes the running node plugin (port metrics, 9809), the Pod Reconciler
+// (8080) and the CSI controller (9810) as a PodMonitor would, and checks that every metric the
+// chart's alerts and Grafana dashboard use is exported, the node plugin's labelled with the node. A pod-mode workload
 // runs first, so the Pod Reconciler has reconciled whatever steps ran before.
 func testMonitoring(t *testing.T) {
 	setMode(t, "pod")
@@ -46,12 +46,14 @@ func testMonitoring(t *testing.T) {
 		return out.String()
 	}
 	node, controller := scrape("s3-csi-node", 9809), scrape("s3-pod-reconciler", 8080)
+	csiController := scrape("s3-csi-controller", 9810)
 	for _, name := range harness.MonitoringMetrics(t) {
 		_, inNode := harness.MetricSum(node, name)
 		_, inController := harness.MetricSum(controller, name)
+		_, inCSIController := harness.MetricSum(csiController, name)
 		switch {
-		case inNode == 0 && inController == 0:
-			t.Errorf("%s: used by the alerts or the dashboard, exported by neither the node plugin nor the Pod Reconciler", name)
+		case inNode == 0 && inController == 0 && inCSIController == 0:
+			t.Errorf("%s: used by the alerts or the dashboard, exported by none of the node plugin, the Pod Reconciler and the CSI controller", name)
 		case inNode > 0:
 			if _, labelled := harness.MetricSum(node, name, `node="`+rig.NodeName+`"`); labelled != inNode {
 				t.Errorf("%s: %d of %d node plugin samples lack node=%q", name, inNode-labelled, inNode, rig.NodeName)

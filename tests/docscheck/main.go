@@ -6,7 +6,10 @@
 //     and schema, and the mount-s3 stand-in, which prints mount-s3's own messages), or in the
 //     short list of texts other programs print (kernel, kubelet, umount);
 //   - every relative link of every Markdown file of the repository resolves to a file or
-//     directory inside the repository.
+//     directory inside the repository;
+//   - docs/monitoring.md lists every s3csi_ metric the code registers and every alert of the
+//     chart's alerts.yaml, and names no s3csi_ metric the code lacks; every alert's runbook_url
+//     is a heading of docs/troubleshooting.md (monitoring.go).
 //
 // A quoted message marks what the code fills in with <placeholder> or "…" (a word holding
 // either is a value; "…" alone is any text) or a double-quoted example (the code quotes values
@@ -72,6 +75,12 @@ func main() {
 		os.Exit(2)
 	}
 	problems = append(problems, links...)
+	drift, err := monitoringDrift(*root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "docscheck:", err)
+		os.Exit(2)
+	}
+	problems = append(problems, drift...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}
@@ -79,7 +88,7 @@ func main() {
 		fmt.Printf("docscheck: %d problem(s)\n", len(problems))
 		os.Exit(1)
 	}
-	fmt.Printf("docscheck: %d quoted messages and the links of every Markdown file are consistent with the code\n", len(msgs))
+	fmt.Printf("docscheck: %d quoted messages, the links of every Markdown file, the metrics and the alerts are consistent with the code\n", len(msgs))
 }
 
 // message is one quoted message of the troubleshooting guide.

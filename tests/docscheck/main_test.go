@@ -47,15 +47,7 @@ func TestEmitted(t *testing.T) {
 // and links that leave the repository or lead nowhere are reported, the rest is not.
 func TestCheckFindsDrift(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { writeFile(t, root, rel, content) }
 	write("pkg/a/a.go", "package a\n\nimport \"fmt\"\n\nfunc f(n string) error { return fmt.Errorf(\"volume %q is gone for good\", n) }\n")
 	write("charts/scality-s3-csi-driver/templates/_x.tpl", `{{ fail "x is a value of the old chart: use y" }}`)
 	write("docs/troubleshooting.md", strings.Join([]string{
@@ -98,5 +90,17 @@ func TestCheckFindsDrift(t *testing.T) {
 	}
 	if len(broken) != 2 || !strings.Contains(broken[0], "docs/none.md: no such file") || !strings.Contains(broken[1], "../outside.md: leaves the repository") {
 		t.Errorf("broken links = %q", broken)
+	}
+}
+
+// writeFile writes content to rel under root, creating its directories.
+func writeFile(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,8 +22,9 @@ var monitoringOn = []string{"--set", "monitoring.podMonitor.enabled=true", "--se
 	"--set", "node.metrics.enabled=true", "--set", "controller.metrics.enabled=true"}
 
 // TestMonitoringRender: nothing of monitoring.coreos.com by default; when enabled, each
-// PodMonitor selects the pods of its workload object and scrapes a port those pods name
-// "metrics" (the controller's only with pod mode in use), the PrometheusRule holds exactly the
+// PodMonitor selects the pods of its workload object and scrapes ports those pods name
+// ("metrics"; the controller Deployment's also "prov-metrics"; the Pod Reconciler's
+// only with pod mode in use), the PrometheusRule holds exactly the
 // groups of files/monitoring/alerts.yaml, and the dashboard ConfigMap exactly dashboard.json.
 func TestMonitoringRender(t *testing.T) {
 	for _, m := range modes {
@@ -38,7 +39,7 @@ func TestMonitoringRender(t *testing.T) {
 					monitors[o.GetName()] = o
 				}
 			}
-			want := []string{"s3-csi-node"}
+			want := []string{"s3-csi-node", "s3-csi-controller"}
 			if m.pod {
 				want = append(want, "s3-pod-reconciler")
 			}
@@ -63,18 +64,26 @@ func TestMonitoringRender(t *testing.T) {
 					}
 				}
 				eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
-				port := ""
-				if len(eps) == 1 {
-					port, _ = eps[0].(map[string]any)["port"].(string)
-				}
-				found := false
-				for _, c := range spec.Spec.Containers {
-					for _, p := range c.Ports {
-						found = found || p.Name == port
+				var ports []string
+				for _, ep := range eps {
+					port, _ := ep.(map[string]any)["port"].(string)
+					ports = append(ports, port)
+					found := false
+					for _, c := range spec.Spec.Containers {
+						for _, p := range c.Ports {
+							found = found || p.Name == port
+						}
+					}
+					if !found {
+						t.Errorf("PodMonitor %s scrapes port %q, which no container of its pods names", name, port)
 					}
 				}
-				if !found {
-					t.Errorf("PodMonitor %s scrapes port %q, which no container of its pods names", name, port)
+				wantPorts := []string{"metrics"}
+				if name == "s3-csi-controller" {
+					wantPorts = append(wantPorts, "prov-metrics")
+				}
+				if d := cmp.Diff(wantPorts, ports); d != "" {
+					t.Errorf("PodMonitor %s ports (-want +got):\n%s", name, d)
 				}
 				if pm.GetLabels()["release"] != "prometheus" {
 					t.Errorf("PodMonitor %s lacks the extra label", name)
@@ -137,12 +146,55 @@ func TestDashboardQueries(t *testing.T) {
 		}))
 	}
 	for _, name := range harness.MonitoringMetrics(t) {
-		base := strings.TrimSuffix(name, "_bucket")
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")
 		if strings.HasPrefix(name, "controller_runtime_") {
 			continue // controller-runtime's own (the Pod Reconciler serves its registry)
 		}
 		if !strings.Contains(src.String(), `"`+base+`"`) {
 			t.Errorf("the dashboard or the alerts use %s, which the driver's code does not define", name)
 		}
+	}
+}
+
+// TestControllerMetricsEndpoints: the controller Deployment serves the CSI controller's metrics
+// (--metrics-address) and csi-provisioner's (--http-endpoint, the flag of the pinned v6.x; its
+// --metrics-address is deprecated) on the ports its containers name metrics and
+// prov-metrics, both from monitoring.controllerMetrics; disabled, neither flag, port nor
+// PodMonitor is rendered.
+func TestControllerMetricsEndpoints(t *testing.T) {
+	m := modes[0]
+	_, objs := m.render(t, "--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.controllerMetrics.port=9900",
+		"--set", "monitoring.controllerMetrics.provisionerPort=9901")
+	spec := typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller")).Spec.Template.Spec
+	for _, tc := range []struct {
+		container, flag, port string
+		number                int32
+	}{
+		{"s3-csi-controller", "metrics-address", "metrics", 9900},
+		{"csi-provisioner", "http-endpoint", "prov-metrics", 9901},
+	} {
+		c := container(t, spec, tc.container)
+		if v, ok := flagValue(c.Args, tc.flag); !ok || v != fmt.Sprintf(":%d", tc.number) {
+			t.Errorf("%s: --%s = %q (set %v), want :%d", tc.container, tc.flag, v, ok, tc.number)
+		}
+		want := []corev1.ContainerPort{{Name: tc.port, ContainerPort: tc.number}}
+		if d := cmp.Diff(want, c.Ports); d != "" {
+			t.Errorf("%s ports (-want +got):\n%s", tc.container, d)
+		}
+	}
+	_, objs = m.render(t, "--set", "monitoring.podMonitor.enabled=true", "--set", "monitoring.controllerMetrics.enabled=false")
+	spec = typed[appsv1.Deployment](t, one(t, objs, "Deployment", "s3-csi-controller")).Spec.Template.Spec
+	for _, c := range spec.Containers {
+		for _, flag := range []string{"metrics-address", "http-endpoint"} {
+			if _, ok := flagValue(c.Args, flag); ok {
+				t.Errorf("disabled: %s still has --%s", c.Name, flag)
+			}
+		}
+		if len(c.Ports) != 0 {
+			t.Errorf("disabled: %s still has ports %v", c.Name, c.Ports)
+		}
+	}
+	if pm := find(objs, "PodMonitor", "s3-csi-controller"); len(pm) != 0 {
+		t.Error("disabled: PodMonitor s3-csi-controller still rendered")
 	}
 }
