@@ -6,14 +6,18 @@
 //     and schema, and the mount-s3 stand-in, which prints mount-s3's own messages), or in the
 //     short list of texts other programs print (kernel, kubelet, umount);
 //   - every relative link of every Markdown file of the repository resolves to a file or
-//     directory inside the repository.
+//     directory inside the repository;
+//   - every flag each binary of cmd/ defines (as its -h prints it, after go build) is in its
+//     table in docs/configuration.md and every flag a table names is defined, and a default
+//     the table gives as one literal or "(none)" is the code's (flags.go).
 //
 // A quoted message marks what the code fills in with <placeholder> or "…" (a word holding
 // either is a value; "…" alone is any text) or a double-quoted example (the code quotes values
 // with %q); texts of other programs (the list below) count as values too. The fixed pieces are
 // the rest, cut where the code joins wrapped errors (": ", "; ").
 //
-// Usage: docscheck [-root DIR] (default: the repository root above this module).
+// Usage: docscheck [-root DIR] [-go GO] (default: the repository root above this module, and
+// the go command on PATH, which builds the binaries).
 package main
 
 import (
@@ -47,6 +51,7 @@ var external = []string{
 
 func main() {
 	root := flag.String("root", "..", "repository root")
+	goBin := flag.String("go", "go", "the go command that builds the binaries of cmd/")
 	flag.Parse()
 	var problems []string
 	texts, err := codeTexts(*root)
@@ -72,6 +77,12 @@ func main() {
 		os.Exit(2)
 	}
 	problems = append(problems, links...)
+	flagProblems, err := checkFlags(*root, *goBin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "docscheck:", err)
+		os.Exit(2)
+	}
+	problems = append(problems, flagProblems...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}
@@ -79,7 +90,7 @@ func main() {
 		fmt.Printf("docscheck: %d problem(s)\n", len(problems))
 		os.Exit(1)
 	}
-	fmt.Printf("docscheck: %d quoted messages and the links of every Markdown file are consistent with the code\n", len(msgs))
+	fmt.Printf("docscheck: %d quoted messages, the links of every Markdown file and the flag tables of %d binaries are consistent with the code\n", len(msgs), len(flagTables))
 }
 
 // message is one quoted message of the troubleshooting guide.

@@ -100,3 +100,67 @@ func TestCheckFindsDrift(t *testing.T) {
 		t.Errorf("broken links = %q", broken)
 	}
 }
+
+// TestFlagTables checks the flag comparison on a -h output and a table that drift apart: a flag
+// missing from the table, a row naming no flag, a wrong default, and klog's flags covered by
+// the row that says so.
+func TestFlagTables(t *testing.T) {
+	help := strings.Join([]string{
+		"Usage of x:",
+		"  -endpoint string",
+		"    \tCSI endpoint (default \"unix:///csi/csi.sock\")",
+		"  -node-id string",
+		"    \tnode name (default $CSI_NODE_NAME)",
+		"  -timeout duration",
+		"    \thow long (default 1m0s)",
+		"  -hold",
+		"    \tdo nothing",
+		"  -v value",
+		"    \tnumber for the log level verbosity",
+		"  -vmodule value",
+		"    \tcomma-separated list",
+	}, "\n")
+	defined := parseHelp(help)
+	if got := defined["endpoint"].def; got != "unix:///csi/csi.sock" {
+		t.Errorf("endpoint default = %q", got)
+	}
+	if got := defined["node-id"].def; got != "" {
+		t.Errorf("node-id default = %q, want none (the usage text's (default $CSI_NODE_NAME) is not Go's)", got)
+	}
+	doc := strings.Join([]string{
+		"## `x`",
+		"",
+		"| flag | default | meaning |",
+		"|---|---|---|",
+		"| `--endpoint` | `unix:///csi/csi.sock` | ok |",
+		"| `--node-id` | `$CSI_NODE_NAME` | from the environment: not compared |",
+		"| `--timeout` | `2m` | wrong default |",
+		"| `--gone` | (none) | not defined |",
+		"| `--v` and the other klog flags | `0` | verbosity |",
+		"",
+		"## next",
+		"| flag | default | meaning |",
+		"|---|---|---|",
+		"| `--elsewhere` | | another section |",
+	}, "\n")
+	documented, klogRow, err := tableFlags(doc, "## `x`")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !klogRow || len(documented) != 5 {
+		t.Fatalf("documented = %v, klog row %v", documented, klogRow)
+	}
+	keyed := map[string]definedFlag{}
+	for name, f := range defined {
+		keyed["--"+name] = f
+	}
+	got := compareFlags(flagTable{bin: "x", heading: "## `x`"}, keyed, documented, nil, klogRow, map[string]bool{"v": true, "vmodule": true})
+	want := []string{
+		`docs/configuration.md (## ` + "`x`" + `): x defines --hold, which the table does not list`,
+		`docs/configuration.md:7: x --timeout: the table says the default is "2m", the code's is "1m0s"`,
+		`docs/configuration.md:8: x does not define --gone`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("compareFlags =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
