@@ -9,7 +9,9 @@
 //     directory inside the repository;
 //   - every flag each binary of cmd/ defines (as its -h prints it, after go build) is in its
 //     table in docs/configuration.md and every flag a table names is defined, and a default
-//     the table gives as one literal or "(none)" is the code's (flags.go).
+//     the table gives as one literal or "(none)" is the code's (flags.go);
+//   - docs/compatibility.md names the versions tools.mk, the Dockerfile and the chart pin
+//     (versions.go).
 //
 // A quoted message marks what the code fills in with <placeholder> or "…" (a word holding
 // either is a value; "…" alone is any text) or a double-quoted example (the code quotes values
@@ -83,6 +85,12 @@ func main() {
 		os.Exit(2)
 	}
 	problems = append(problems, flagProblems...)
+	versionProblems, err := checkVersions(*root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "docscheck:", err)
+		os.Exit(2)
+	}
+	problems = append(problems, versionProblems...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}
