@@ -11,7 +11,9 @@
 //     table in docs/configuration.md and every flag a table names is defined, and a default
 //     the table gives as one literal or "(none)" is the code's (flags.go);
 //   - docs/compatibility.md names the versions tools.mk, the Dockerfile and the chart pin
-//     (versions.go).
+//     (versions.go);
+//   - in the pages of markedDocs, every shell block only reads (tests/cluster runs it) or
+//     carries a <!-- steps: NAME --> or <!-- not run: REASON --> line (markers.go).
 //
 // A quoted message marks what the code fills in with <placeholder> or "…" (a word holding
 // either is a value; "…" alone is any text) or a double-quoted example (the code quotes values
@@ -91,6 +93,12 @@ func main() {
 		os.Exit(2)
 	}
 	problems = append(problems, versionProblems...)
+	unmarked, err := unmarkedBlocks(*root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "docscheck:", err)
+		os.Exit(2)
+	}
+	problems = append(problems, unmarked...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}

@@ -164,3 +164,52 @@ func TestFlagTables(t *testing.T) {
 		t.Errorf("compareFlags =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestUnmarkedBlocks checks the marker rule on a page of markedDocs: a read-only block and
+// marked blocks pass, a block that changes something without a marker is reported.
+func TestUnmarkedBlocks(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range markedDocs {
+		if err := os.WriteFile(filepath.Join(root, "docs", name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := strings.Join([]string{
+		"```sh",
+		"kubectl -n <ns> get pods   # reads",
+		"kubectl -n <ns> rollout status \\",
+		"  daemonset/s3-csi-node",
+		"```",
+		"<!-- not run: on a node -->",
+		"```sh",
+		"rm -r --one-file-system /x",
+		"```",
+		"<!-- steps: upgrade-1x -->",
+		"```sh",
+		"helm upgrade r c",
+		"```",
+		"```yaml",
+		"a: b",
+		"```",
+		"```sh",
+		"kubectl label node n x=y",
+		"```",
+		"<!-- not run: -->",
+		"```sh",
+		"umount /x",
+		"```",
+	}, "\n")
+	if err := os.WriteFile(filepath.Join(root, "docs", markedDocs[0]), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := unmarkedBlocks(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !strings.Contains(got[0], ":17:") || !strings.Contains(got[1], ":21:") {
+		t.Errorf("unmarked blocks = %q, want the label block (line 17) and the one whose marker has no reason (line 21)", got)
+	}
+}
