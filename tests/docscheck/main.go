@@ -13,7 +13,9 @@
 //   - docs/compatibility.md names the versions tools.mk, the Dockerfile and the chart pin
 //     (versions.go);
 //   - in the pages of markedDocs, every shell block only reads (tests/cluster runs it) or
-//     carries a <!-- steps: NAME --> or <!-- not run: REASON --> line (markers.go).
+//     carries a <!-- steps: NAME --> or <!-- not run: REASON --> line (markers.go);
+//   - every deploy/<name>, daemonset/<name> and app=<name> the docs and the code's strings
+//     give users names a workload or label the chart renders (names.go).
 //
 // A quoted message marks what the code fills in with <placeholder> or "…" (a word holding
 // either is a value; "…" alone is any text) or a double-quoted example (the code quotes values
@@ -99,6 +101,12 @@ func main() {
 		os.Exit(2)
 	}
 	problems = append(problems, unmarked...)
+	names, err := checkWorkloadNames(*root, texts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "docscheck:", err)
+		os.Exit(2)
+	}
+	problems = append(problems, names...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}

@@ -47,15 +47,7 @@ func TestEmitted(t *testing.T) {
 // and links that leave the repository or lead nowhere are reported, the rest is not.
 func TestCheckFindsDrift(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { writeFile(t, root, rel, content) }
 	write("pkg/a/a.go", "package a\n\nimport \"fmt\"\n\nfunc f(n string) error { return fmt.Errorf(\"volume %q is gone for good\", n) }\n")
 	write("charts/scality-s3-csi-driver/templates/_x.tpl", `{{ fail "x is a value of the old chart: use y" }}`)
 	write("docs/troubleshooting.md", strings.Join([]string{
@@ -211,5 +203,34 @@ func TestUnmarkedBlocks(t *testing.T) {
 	}
 	if len(got) != 2 || !strings.Contains(got[0], ":17:") || !strings.Contains(got[1], ":21:") {
 		t.Errorf("unmarked blocks = %q, want the label block (line 17) and the one whose marker has no reason (line 21)", got)
+	}
+}
+
+// TestWorkloadNames checks that a workload or app label the chart does not render is reported,
+// in the docs and in the code's strings, and those it renders are not.
+func TestWorkloadNames(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, content string) { writeFile(t, root, rel, content) }
+	write("charts/scality-s3-csi-driver/templates/r.yaml", "kind: Deployment\nmetadata:\n  name: s3-pod-reconciler\n  labels:\n    app: s3-pod-reconciler\n")
+	write("docs/a.md", "`kubectl logs deploy/s3-pod-reconciler` and `-l app=s3-pod-reconciler`; not `ds/s3-gone`\n")
+	write("README.md", "\n")
+	got, err := checkWorkloadNames(root, []string{"check the controller (kubectl logs -l app=s3-elsewhere)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !strings.Contains(got[0], "app=s3-elsewhere") || !strings.Contains(got[1], "docs/a.md:1: ds/s3-gone") {
+		t.Errorf("checkWorkloadNames = %q", got)
+	}
+}
+
+// writeFile writes content at rel below root, making its directories.
+func writeFile(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
