@@ -90,8 +90,8 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml) in both modules.
 	cd $(TESTS_DIR) && $(GOLANGCI_LINT) run ./...
 
 .PHONY: docs-check
-docs-check: ## Every message docs/troubleshooting.md quotes is one the code emits; every relative Markdown link resolves.
-	$(TESTS_GO) run ./docscheck -root $(CURDIR)
+docs-check: ## Every message docs/troubleshooting.md quotes is one the code emits; every relative Markdown link resolves; every flag of every binary of cmd/ is in its table in docs/configuration.md and back (defaults too); docs/compatibility.md names the pinned versions; shell blocks of the listed pages run in the suites or say why not.
+	$(TESTS_GO) run ./docscheck -root $(CURDIR) -go $(GO)
 
 .PHONY: verify
 verify: generate $(GOLANGCI_LINT) $(ACTIONLINT) apt-deps ## Fail on unformatted code, a tracked build output (tests/repo), go.mod drift, vet or lint findings, a broken non-Linux build, docs that drift from the code, workflow findings (actionlint), or generated-file drift.

@@ -293,7 +293,7 @@ func (c *Cluster) diagnose(name, workloadUID, pvName string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), diagnoseTimeout)
 	defer cancel()
 	if name == "" {
-		return fmt.Sprintf("no MountpointS3PodAttachment records workload %s for PersistentVolume %s on node %s: the controller has not served it; check the controller (kubectl logs -n <driver namespace> -l app=s3-csi-controller) and the events of the workload pod", workloadUID, pvName, c.node)
+		return fmt.Sprintf("no MountpointS3PodAttachment records workload %s for PersistentVolume %s on node %s: the controller has not served it; check the Pod Reconciler (kubectl logs -n <driver namespace> deploy/s3-pod-reconciler, pods labelled app=s3-pod-reconciler) and the events of the workload pod", workloadUID, pvName, c.node)
 	}
 	var pod corev1.Pod
 	if err := c.api.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, &pod); err != nil {

@@ -32,7 +32,7 @@ var e2eSkip = []struct{ re, reason string }{
 	{`\(allowExpansion\)`, "expansion: buckets have no size"},
 	{`Inline-volume|CSI Ephemeral-volume`, "CSI inline (ephemeral) volumes: the CSIDriver allows Persistent volumes only (generic ephemeral volumes are tested)"},
 	{`Pre-provisioned PV`, "the External Storage framework has no pre-provisioned PV pattern for external drivers; static PVs are the cluster suite's own scenarios"},
-	// mount-s3 semantics (docs/configuration.md, "What mount-s3 does not do").
+	// mount-s3 semantics (docs/filesystem.md, "Not supported").
 	{`subPath should fail if (subpath directory|subpath file|non-existent subpath|subpath with backstepping) is outside the volume`,
 		"symbolic links: these specs make the subPath a symlink pointing outside the volume, which mount-s3 cannot create (ln fails with EOPNOTSUPP; the spec then waits 5 minutes)"},
 	{`volumeIO.*should write files of various sizes, verify size, validate content`, "appends to an existing file: mount-s3 writes whole objects sequentially"},

@@ -10,13 +10,23 @@
 //   - docs/monitoring.md lists every s3csi_ metric the code registers and every alert of the
 //     chart's alerts.yaml, and names no s3csi_ metric the code lacks; every alert's runbook_url
 //     is a heading of docs/troubleshooting.md (monitoring.go).
+//   - every flag each binary of cmd/ defines (as its -h prints it, after go build) is in its
+//     table in docs/configuration.md and every flag a table names is defined, and a default
+//     the table gives as one literal or "(none)" is the code's (flags.go);
+//   - docs/compatibility.md names the versions tools.mk, the Dockerfile and the chart pin
+//     (versions.go);
+//   - in the pages of markedDocs, every shell block only reads (tests/cluster runs it) or
+//     carries a <!-- steps: NAME --> or <!-- not run: REASON --> line (markers.go);
+//   - every deploy/<name>, daemonset/<name> and app=<name> the docs and the code's strings
+//     give users names a workload or label the chart renders (names.go).
 //
 // A quoted message marks what the code fills in with <placeholder> or "…" (a word holding
 // either is a value; "…" alone is any text) or a double-quoted example (the code quotes values
 // with %q); texts of other programs (the list below) count as values too. The fixed pieces are
 // the rest, cut where the code joins wrapped errors (": ", "; ").
 //
-// Usage: docscheck [-root DIR] (default: the repository root above this module).
+// Usage: docscheck [-root DIR] [-go GO] (default: the repository root above this module, and
+// the go command on PATH, which builds the binaries).
 package main
 
 import (
@@ -50,6 +60,7 @@ var external = []string{
 
 func main() {
 	root := flag.String("root", "..", "repository root")
+	goBin := flag.String("go", "go", "the go command that builds the binaries of cmd/")
 	flag.Parse()
 	var problems []string
 	texts, err := codeTexts(*root)
@@ -69,18 +80,21 @@ func main() {
 			}
 		}
 	}
-	links, err := brokenLinks(*root)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "docscheck:", err)
-		os.Exit(2)
+	for _, check := range []func() ([]string, error){
+		func() ([]string, error) { return brokenLinks(*root) },
+		func() ([]string, error) { return checkFlags(*root, *goBin) },
+		func() ([]string, error) { return checkVersions(*root) },
+		func() ([]string, error) { return unmarkedBlocks(*root) },
+		func() ([]string, error) { return checkWorkloadNames(*root, texts) },
+		func() ([]string, error) { return monitoringDrift(*root) },
+	} {
+		found, err := check()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "docscheck:", err)
+			os.Exit(2)
+		}
+		problems = append(problems, found...)
 	}
-	problems = append(problems, links...)
-	drift, err := monitoringDrift(*root)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "docscheck:", err)
-		os.Exit(2)
-	}
-	problems = append(problems, drift...)
 	for _, p := range problems {
 		fmt.Println(p)
 	}
@@ -88,7 +102,7 @@ func main() {
 		fmt.Printf("docscheck: %d problem(s)\n", len(problems))
 		os.Exit(1)
 	}
-	fmt.Printf("docscheck: %d quoted messages, the links of every Markdown file, the metrics and the alerts are consistent with the code\n", len(msgs))
+	fmt.Printf("docscheck: %d quoted messages, the links of every Markdown file, the flag tables of %d binaries, the metrics and the alerts are consistent with the code\n", len(msgs), len(flagTables))
 }
 
 // message is one quoted message of the troubleshooting guide.
