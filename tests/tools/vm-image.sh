@@ -57,14 +57,16 @@ mkdir -p "$tmp/files"
 cat >"$tmp/files/s3csi-agent.service" <<'EOF'
 [Unit]
 Description=s3csi VM rig agent (commands from the host over the s3csi.agent port)
-Requires=dev-vdb.device
-After=dev-vdb.device local-fs.target systemd-journald.service
+After=local-fs.target systemd-journald.service
 
 [Service]
 Type=simple
-ExecStartPre=/bin/mkdir -p /opt/s3csi
-ExecStartPre=/bin/mount -o ro /dev/vdb /opt/s3csi
+# The kernel's /dev/vdb, not udev's dev-vdb.device: udev's coldplug takes minutes under TCG
+# and the device job timed out (90 s) on a loaded host, failing the agent by dependency.
+ExecStartPre=/bin/sh -c 'until [ -b /dev/vdb ]; do sleep 0.2; done; mkdir -p /opt/s3csi; mountpoint -q /opt/s3csi || mount -o ro /dev/vdb /opt/s3csi'
 ExecStart=/opt/s3csi/vm-agent
+StandardError=journal+console
+TimeoutStartSec=infinity
 Restart=on-failure
 RestartSec=1
 

@@ -1,6 +1,6 @@
 // Command vm-agent runs inside the VM rig's guest (started by the image's s3csi-agent.service
 // as root, in the root mount namespace, a child of PID 1) and runs the commands the host sends
-// over the virtio serial port vmproto.DevicePath, answering each with its exit status and
+// over the virtio serial port named vmproto.PortName, answering each with its exit status and
 // output (protocol: tests/vm/vmproto).
 //
 // The port reads end-of-file while no host is connected; the agent then waits and reads
@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,7 +35,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vm-agent:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintln(os.Stderr, "vm-agent: serving on", vmproto.DevicePath)
+	fmt.Fprintln(os.Stderr, "vm-agent: serving on", port.Name())
 	var mu sync.Mutex
 	send := func(r vmproto.Response) {
 		b, _ := json.Marshal(r)
@@ -66,14 +68,23 @@ func main() {
 	}
 }
 
-// openPort opens the agent's port, waiting up to a minute for udev to create it (the
-// virtio_console module loads during boot).
+// openPort opens the agent's port, waiting up to ten minutes for it. It finds the port by
+// its name in /sys/class/virtio-ports and opens the kernel's own node (/dev/vportNpM), not
+// udev's symlink: udev's coldplug takes minutes under emulation, the node is there as soon as
+// virtio_console probed the port.
 func openPort() (*os.File, error) {
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		f, err := os.OpenFile(vmproto.DevicePath, os.O_RDWR, 0)
-		if err == nil || time.Now().After(deadline) {
-			return f, err
+		names, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
+		for _, n := range names {
+			if b, err := os.ReadFile(n); err == nil && strings.TrimSpace(string(b)) == vmproto.PortName {
+				if f, err := os.OpenFile("/dev/"+filepath.Base(filepath.Dir(n)), os.O_RDWR, 0); err == nil {
+					return f, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no virtio port named %s", vmproto.PortName)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -4,11 +4,8 @@
 // same ID, in completion order (requests run concurrently).
 package vmproto
 
-// PortName is the name of the virtio serial port (the guest sees /dev/virtio-ports/PortName).
+// PortName is the name of the virtio serial port (/sys/class/virtio-ports/*/name in the guest).
 const PortName = "s3csi.agent"
-
-// DevicePath is where the guest's udev puts the port.
-const DevicePath = "/dev/virtio-ports/" + PortName
 
 // Request asks the agent to run Argv (Argv[0] looked up in PATH) with Env added to the agent's
 // minimal environment, in Dir ("" = /), and to kill its process group after TimeoutSeconds
