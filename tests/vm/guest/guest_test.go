@@ -228,8 +228,9 @@ func TestPublishThroughPID1(t *testing.T) {
 	if _, err := drv.Node.NodePublishVolume(ctx, req); err != nil {
 		t.Fatalf("NodePublishVolume: %v", err)
 	}
-	if m := harness.MountsBelow(target); len(m) != 1 {
-		t.Fatalf("mounts at %s: %v, want one", target, m)
+	// The hand-over stacks the helper's FUSE mount and the bind onto the target: one or more.
+	if m := harness.MountsBelow(target); len(m) == 0 {
+		t.Fatalf("nothing mounted at %s after NodePublishVolume", target)
 	}
 	body := []byte("written in the guest through a unit of PID 1\n")
 	if err := os.WriteFile(filepath.Join(target, "hello.txt"), body, 0o644); err != nil {
