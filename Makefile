@@ -135,6 +135,19 @@ test-cluster-run:
 	@rm -rf $(BIN)/cluster-logs
 	$(BIN)/rigctl run -keep-logs $(BIN)/cluster-logs -timings $(BIN)/timings.tsv -- $(BIN)/cluster.test -test.v -test.timeout 60m -timings $(BIN)/timings.tsv
 
+# The VM rig of systemd mode (tests/vm, docs/adr/0013-vm-rig-for-systemd-mode.md): a Debian guest
+# with systemd as PID 1 on cgroup v2, built from Debian's packages into bin/vm/<hash> (a warm run
+# rebuilds nothing), booted once by tests/vm, which runs the systemd-mode checks inside it.
+VM_DIR := $(BIN)/vm
+
+.PHONY: vm-image test-vm
+vm-image: ## Build the VM rig's image into bin/vm/<hash> (disk.img, vmlinuz, initrd.img); no-op when built.
+	@sh $(TOOLS_SCRIPTS)/apt-install.sh qemu-system-x86 mmdebstrap e2fsprogs
+	bash tests/tools/vm-image.sh $(VM_DIR)
+
+test-vm: build $(VERSITYGW) vm-image ## The systemd-mode checks inside a qemu guest whose PID 1 is systemd (cgroup v2); not part of make test.
+	cd $(TESTS_DIR) && S3CSI_VM=1 $(GO) test -count=1 -v -timeout 30m ./vm/
+
 .PHONY: test-monitoring
 test-monitoring: $(PROMTOOL) ## The alerting rules: promtool check rules, and their unit tests (tests/monitoring/alerts_test.yaml).
 	$(PROMTOOL) check rules $(CHART_DIR)/files/monitoring/alerts.yaml

@@ -19,11 +19,20 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// BinDirEnv names the variable that points Bin at another directory than the repository's
+// bin/: the VM rig's guest (tests/vm) has the binaries on a disk of their own, not the tree.
+const BinDirEnv = "S3CSI_BIN_DIR"
+
 // Bin returns the path of a tool or binary that make installs under bin/ (for example
-// "versitygw" or "mount-s3"). It fails the test with a hint when the file is missing.
+// "versitygw" or "mount-s3"), or under $S3CSI_BIN_DIR when set. It fails the test with a hint
+// when the file is missing.
 func Bin(t TB, name string) string {
 	t.Helper()
-	p := filepath.Join(RepoRoot(), "bin", name)
+	dir := os.Getenv(BinDirEnv)
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(), "bin")
+	}
+	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("%s not found at %s: run `make test` (or `make tools`) so make builds it first: %v", name, p, err)
 	}
