@@ -240,32 +240,9 @@ func codeTexts(root string) ([]string, error) {
 			}
 		}
 	}
-	fset := token.NewFileSet()
-	for _, dir := range []string{"cmd", "pkg", "mounter", "crd", filepath.Join("tests", "mounts3")} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) && p == filepath.Join(root, dir) {
-				return nil // a tree the repository does not have (tests)
-			}
-			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if s, err := strconv.Unquote(lit.Value); err == nil {
-						add(s, formatVerb)
-					}
-				}
-				return true
-			})
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
+	if err := eachStringLiteral(root, []string{"cmd", "pkg", "mounter", "crd", filepath.Join("tests", "mounts3")},
+		func(s string) { add(s, formatVerb) }); err != nil {
+		return nil, err
 	}
 	chart := filepath.Join(root, "charts", "scality-s3-csi-driver")
 	err := filepath.WalkDir(chart, func(p string, d fs.DirEntry, err error) error {
@@ -342,4 +319,37 @@ func checkLink(root, dir, target string) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// eachStringLiteral calls f with every string literal of the non-test Go sources under the
+// directories dirs of root (a directory the repository lacks is skipped).
+func eachStringLiteral(root string, dirs []string, f func(string)) error {
+	fset := token.NewFileSet()
+	for _, dir := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) && p == filepath.Join(root, dir) {
+				return nil // a tree the repository does not have (tests)
+			}
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			file, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if s, err := strconv.Unquote(lit.Value); err == nil {
+						f(s)
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

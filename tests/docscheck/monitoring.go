@@ -1,17 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -125,32 +119,12 @@ func alertRules(path string) ([]alertRule, error) {
 // sorted.
 func registeredMetrics(root string) ([]string, error) {
 	seen := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, dir := range []string{"cmd", "pkg", "mounter"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) && p == filepath.Join(root, dir) {
-				return nil // a tree the repository does not have (tests)
-			}
-			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if s, err := strconv.Unquote(lit.Value); err == nil && metricName.MatchString(s) {
-						seen[s] = true
-					}
-				}
-				return true
-			})
-			return nil
-		})
-		if err != nil {
-			return nil, err
+	if err := eachStringLiteral(root, []string{"cmd", "pkg", "mounter"}, func(s string) {
+		if metricName.MatchString(s) {
+			seen[s] = true
 		}
+	}); err != nil {
+		return nil, err
 	}
 	out := make([]string, 0, len(seen))
 	for m := range seen {
