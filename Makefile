@@ -12,7 +12,9 @@ SHELL := /bin/bash
 include tools.mk
 include charts.mk
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version the binaries report: a release tag vX.Y.Z gives X.Y.Z (tests/tools/release.sh), a
+# commit after it X.Y.Z-N-g<hash>, a clone without tags the hash.
+VERSION ?= $(patsubst v%,%,$(shell git describe --tags --always --dirty 2>/dev/null || echo dev))
 LDFLAGS := -X github.com/s3csi/s3-csi-driver/pkg/version.Version=$(VERSION)
 BIN := $(abspath bin)
 GO_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
@@ -90,7 +92,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml) in both modules.
 	cd $(TESTS_DIR) && $(GOLANGCI_LINT) run ./...
 
 .PHONY: docs-check
-docs-check: ## Every message docs/troubleshooting.md quotes is one the code emits; every relative Markdown link resolves; every flag of every binary of cmd/ is in its table in docs/configuration.md and back (defaults too); docs/compatibility.md names the pinned versions; shell blocks of the listed pages run in the suites or say why not.
+docs-check: ## Every message docs/troubleshooting.md quotes is one the code emits; every relative Markdown link resolves; every flag of every binary of cmd/ is in its table in docs/configuration.md and back (defaults too); docs/compatibility.md names the pinned versions; every shell block of docs/ runs in the suites or says why not.
 	$(TESTS_GO) run ./docscheck -root $(CURDIR) -go $(GO)
 
 .PHONY: verify
@@ -104,8 +106,21 @@ verify: generate $(GOLANGCI_LINT) $(ACTIONLINT) apt-deps ## Fail on unformatted 
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory docs-check
 	$(ACTIONLINT) -shellcheck=$$(command -v shellcheck) .github/workflows/*.yaml
+	@$(MAKE) --no-print-directory release-check
 	@if [ -n "$$(git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files)" ]; then \
 		echo "generated files are out of date; run make generate and commit:"; git status --porcelain -- $(CRD_DIR) $(CHART_DIR)/files; exit 1; fi
+
+# release-check: the release workflow's steps that need no network, as it runs them
+# (tests/tools/release.sh): the tag of the chart's version checked against Chart.yaml, CHANGELOG.md
+# and values.yaml, the chart linted and packaged into bin/dist, charts/ unchanged since a tag of
+# that version. The rest of the workflow (image build, smoke tests, pushes, SBOM, signatures)
+# needs a Docker engine and a registry (docs/development.md#releases).
+.PHONY: release-check
+release-check: $(HELM) ## The release workflow's network-free steps (tests/tools/release.sh): tag vs Chart.yaml/CHANGELOG/values, chart package, version bump.
+	@v=$$(sed -n 's/^version: *//p' $(CHART_DIR)/Chart.yaml); \
+	ROOT=$(CURDIR) HELM=$(HELM) bash tests/tools/release.sh meta "v$$v" && \
+	ROOT=$(CURDIR) HELM=$(HELM) bash tests/tools/release.sh chart "$$v" $(BIN)/dist && \
+	ROOT=$(CURDIR) bash tests/tools/release.sh bump-check
 
 ##@ Test
 

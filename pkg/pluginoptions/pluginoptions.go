@@ -232,8 +232,10 @@ func (o *Options) Validate() error {
 			*f.into = q
 		}
 	}
-	if _, err := proxyenv.Parse(o.Proxy); err != nil {
+	if p, err := proxyenv.Parse(o.Proxy); err != nil {
 		errs = append(errs, err)
+	} else {
+		o.Proxy = p
 	}
 	if o.SecretScope != secretscope.Claim && o.SecretScope != secretscope.Any {
 		errs = append(errs, fmt.Errorf("--node-publish-secret-scope must be %s or %s, not %q", secretscope.Claim, secretscope.Any, o.SecretScope))

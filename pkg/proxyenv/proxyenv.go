@@ -40,7 +40,8 @@ const maxLen = 2048
 
 // Parse checks c: each proxy is an http or https URL with a host, an optional port and nothing
 // else (no credentials: they would be visible in unit properties and process environments; no
-// path, query or fragment); NoProxy is a list of plain entries. Errors name the flag.
+// path, query or fragment); NoProxy is a list of plain entries, returned with the spaces around
+// them removed (mount-s3 and Go read the list the same way then). Errors name the flag.
 func Parse(c Config) (Config, error) {
 	for _, f := range []struct{ flag, v string }{{FlagHTTPS, c.HTTPS}, {FlagHTTP, c.HTTP}} {
 		if f.v == "" {
@@ -63,11 +64,14 @@ func Parse(c Config) (Config, error) {
 		if len(c.NoProxy) > maxLen || safetext.CheckRunes(c.NoProxy) != nil {
 			return c, fmt.Errorf("%w: %s: not printable text of at most %d bytes", ErrInvalid, FlagNoProxy, maxLen)
 		}
-		for _, e := range strings.Split(c.NoProxy, ",") {
+		entries := strings.Split(c.NoProxy, ",")
+		for i, e := range entries {
 			if e = strings.TrimSpace(e); e == "" || strings.ContainsAny(e, " /?#@") && !isCIDR(e) {
 				return c, fmt.Errorf("%w: %s: %q is not a host, domain, IP or CIDR; list them comma-separated, e.g. .cluster.local,10.0.0.0/8", ErrInvalid, FlagNoProxy, e)
 			}
+			entries[i] = strings.TrimSpace(e)
 		}
+		c.NoProxy = strings.Join(entries, ",")
 	}
 	return c, nil
 }

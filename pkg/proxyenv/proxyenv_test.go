@@ -15,9 +15,15 @@ func TestParse(t *testing.T) {
 		{HTTPS: "https://10.0.0.1:3129/", HTTP: "http://[fd00::1]:3128", NoProxy: ".cluster.local,10.0.0.0/8,ring.example.com,*"},
 	}
 	for _, c := range good {
-		if _, err := Parse(c); err != nil {
-			t.Errorf("Parse(%+v): %v", c, err)
+		if got, err := Parse(c); err != nil || got != c {
+			t.Errorf("Parse(%+v) = %+v, %v; want it unchanged", c, got, err)
 		}
+	}
+	// Spaces around entries (a common way to write the list) are accepted and removed: the
+	// variables mount-s3 gets hold the plain list.
+	spaced := Config{HTTPS: "http://p:1", NoProxy: " .cluster.local , 10.0.0.0/8, ring.example.com"}
+	if got, err := Parse(spaced); err != nil || got.NoProxy != ".cluster.local,10.0.0.0/8,ring.example.com" {
+		t.Errorf("Parse(%+v) = %+v, %v; want NoProxy without the spaces", spaced, got, err)
 	}
 	bad := []struct {
 		c    Config

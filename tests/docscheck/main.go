@@ -15,7 +15,7 @@
 //     the table gives as one literal or "(none)" is the code's (flags.go);
 //   - docs/compatibility.md names the versions tools.mk, the Dockerfile and the chart pin
 //     (versions.go);
-//   - in the pages of markedDocs, every shell block only reads (tests/cluster runs it) or
+//   - in every page of docs/, every shell block only reads (tests/cluster runs it) or
 //     carries a <!-- steps: NAME --> or <!-- not run: REASON --> line (markers.go);
 //   - every deploy/<name>, daemonset/<name> and app=<name> the docs and the code's strings
 //     give users names a workload or label the chart renders (names.go).

@@ -158,17 +158,16 @@ func TestFlagTables(t *testing.T) {
 	}
 }
 
-// TestUnmarkedBlocks checks the marker rule on a page of markedDocs: a read-only block and
-// marked blocks pass, a block that changes something without a marker is reported.
+// TestUnmarkedBlocks checks the marker rule on a page of docs/ (here an ADR, in a
+// subdirectory): a read-only block and marked blocks pass, a block that changes something
+// without a marker is reported.
 func TestUnmarkedBlocks(t *testing.T) {
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "docs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(root, "docs", "adr"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range markedDocs {
-		if err := os.WriteFile(filepath.Join(root, "docs", name), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(root, "docs", "install.md"), []byte("```sh\nkubectl get pods\n```\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	page := strings.Join([]string{
 		"```sh",
@@ -195,14 +194,14 @@ func TestUnmarkedBlocks(t *testing.T) {
 		"umount /x",
 		"```",
 	}, "\n")
-	if err := os.WriteFile(filepath.Join(root, "docs", markedDocs[0]), []byte(page), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "docs", "adr", "0001-x.md"), []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := unmarkedBlocks(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || !strings.Contains(got[0], ":17:") || !strings.Contains(got[1], ":21:") {
+	if len(got) != 2 || !strings.Contains(got[0], "docs/adr/0001-x.md:17:") || !strings.Contains(got[1], "docs/adr/0001-x.md:21:") {
 		t.Errorf("unmarked blocks = %q, want the label block (line 17) and the one whose marker has no reason (line 21)", got)
 	}
 }

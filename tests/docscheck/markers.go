@@ -9,14 +9,30 @@ import (
 	"strings"
 )
 
-// markedDocs are the pages of docs/ whose every shell block must either run in the suites or
-// say why not (the convention of docs/upgrade.md, extended): a block of read-only kubectl and
-// helm commands only is run by tests/cluster (doccommands_test.go); any other is preceded by
-// `<!-- steps: NAME -->` (tests/cluster runs it as it is, docsteps_test.go) or by
-// `<!-- not run: REASON -->`. Pages written before the convention are not listed yet.
-var markedDocs = []string{
-	"uninstall.md", "migration.md", "filesystem.md", "platforms.md", "compatibility.md",
-	"credential-rotation.md", "air-gapped.md",
+// Every page of docs/ (and its subdirectories, the ADRs among them) holds to this: each shell
+// block either runs in the suites or says why not (the convention of docs/upgrade.md,
+// extended). A block of read-only kubectl and helm commands only is run by tests/cluster
+// (doccommands_test.go); any other is preceded by `<!-- steps: NAME -->` (tests/cluster runs it
+// as it is, docsteps_test.go) or by `<!-- not run: REASON -->`.
+
+// markedDocs returns the Markdown pages below root/docs, relative to it, in a stable order.
+func markedDocs(root string) ([]string, error) {
+	var out []string
+	dir := filepath.Join(root, "docs")
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			rel, err := filepath.Rel(dir, p)
+			if err != nil {
+				return err
+			}
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out, err
 }
 
 var (
@@ -61,11 +77,15 @@ func readOnlyCommand(line string) bool {
 	return false
 }
 
-// unmarkedBlocks lists the shell blocks of the markedDocs that neither only read nor carry a
-// marker.
+// unmarkedBlocks lists the shell blocks of the pages of docs/ that neither only read nor carry
+// a marker.
 func unmarkedBlocks(root string) ([]string, error) {
+	pages, err := markedDocs(root)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, name := range markedDocs {
+	for _, name := range pages {
 		p := filepath.Join(root, "docs", name)
 		f, err := os.Open(p) //nolint:gosec // G304: the repository's own documentation
 		if err != nil {

@@ -115,7 +115,7 @@ func valuesDoc(t *testing.T) string {
 			return "map of strings"
 		case n.Type == "array" && n.Items != nil:
 			return typeName(root.Defs, n)
-		case strings.Contains(n.Pattern, "(ns|us|µs|ms|s|m|h)"):
+		case n.Ref == "#/$defs/duration":
 			return "duration"
 		}
 		if n.Ref != "" {

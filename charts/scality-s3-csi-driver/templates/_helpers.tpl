@@ -410,17 +410,66 @@ Pod Reconciler (Mountpoint Pods) and the node plugin (systemd units) take: one r
 {{- end -}}
 
 {{/*
-A memory quantity in bytes (as a decimal string): a number with an optional binary (Ki, Mi, Gi,
-Ti) or decimal (k, M, G, T) suffix or a decimal exponent (1e9), as the schema's quantity pattern allows; the binaries
-parse it again (resource.ParseQuantity) and refuse what this misreads.
+A Kubernetes quantity's value in its base unit (bytes; cores for cpu), as a float, or "invalid"
+for what resource.ParseQuantity refuses. Its grammar, as the binaries and Kubernetes read it
+(k8s.io/apimachinery pkg/api/resource/quantity.go): an optional sign, digits with an optional
+fraction (1, 1.5, 1., .5), then nothing, a decimal exponent (e3, E-3), a binary suffix (Ki, Mi,
+Gi, Ti, Pi, Ei) or a decimal one (n, u, m, k, M, G, T, P, E).
 */}}
 {{- define "s3csi.bytes" -}}
-{{- $m := regexFindAll "^([0-9.]+)([KMGT]i|[kMGT])?$" . 1 -}}
-{{- if regexMatch "^[0-9.]+e[0-9]+$" . -}}{{- float64 . -}}
-{{- else if not $m -}}0{{- else -}}
-{{- $num := regexReplaceAll "^([0-9.]+).*$" . "${1}" | float64 -}}
-{{- $unit := regexReplaceAll "^[0-9.]+" . "" -}}
-{{- $mult := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit -}}
-{{- mulf $num $mult -}}
+{{- $s := toString . -}}
+{{- $re := "^([+-]?(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+))([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$" -}}
+{{- if not (regexMatch $re $s) -}}invalid
+{{- else if regexMatch "[eE][+-]?[0-9]+$" $s -}}{{- float64 $s -}}
+{{- else -}}
+{{- $num := regexReplaceAll $re $s "${1}" -}}
+{{- $unit := regexReplaceAll $re $s "${2}" -}}
+{{- $mult := get (dict "" 1.0 "n" 0.000000001 "u" 0.000001 "m" 0.001 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0) $unit -}}
+{{- mulf (float64 $num) $mult -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Fails unless .value (when set) is a Kubernetes quantity, naming .name and giving .example.
+*/}}
+{{- define "s3csi.checkQuantity" -}}
+{{- if and (not (kindIs "invalid" .value)) (eq (include "s3csi.bytes" .value) "invalid") -}}
+{{- fail (printf "%s %q is not a Kubernetes quantity: use a number with an optional suffix, e.g. %s (binary suffixes Ki, Mi, Gi; decimal k, M, G; m for thousandths)" .name (toString .value) .example) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A Go duration (time.ParseDuration's grammar: an optional sign, then one or more of a number with
+an optional fraction and a unit ns, us, µs, ms, s, m or h; or "0") in nanoseconds, as an integer,
+or "invalid".
+*/}}
+{{- define "s3csi.durationNs" -}}
+{{- $s := toString . -}}
+{{- $part := "(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h)" -}}
+{{- if eq $s "0" -}}0
+{{- else if not (regexMatch (printf "^[+-]?(?:%s)+$" $part) $s) -}}invalid
+{{- else -}}
+{{- $total := 0.0 -}}
+{{- range $p := regexFindAll $part $s -1 -}}
+{{- $num := regexFind "^(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)" $p -}}
+{{- $unit := trimPrefix $num $p -}}
+{{- $mult := get (dict "ns" 1.0 "us" 1000.0 "\u00b5s" 1000.0 "\u03bcs" 1000.0 "ms" 1000000.0 "s" 1000000000.0 "m" 60000000000.0 "h" 3600000000000.0) $unit -}}
+{{- $total = addf $total (mulf (float64 $num) $mult) -}}
+{{- end -}}
+{{- if hasPrefix "-" $s -}}-{{- end -}}{{- $total | int64 -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Fails unless .value (when set) is a Go duration of more than zero, naming .name.
+*/}}
+{{- define "s3csi.checkDuration" -}}
+{{- with .value -}}
+{{- $ns := include "s3csi.durationNs" . -}}
+{{- if eq $ns "invalid" -}}
+{{- fail (printf "%s %q is not a duration: write a number with a unit, e.g. 30s, 1m or 1m30s (units ns, us, ms, s, m, h)" $.name (toString .)) -}}
+{{- else if le (int64 $ns) 0 -}}
+{{- fail (printf "%s %q must be more than zero (the node plugin and the controller refuse a zero or negative duration at start-up): set a duration such as 30s or 1m" $.name (toString .)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

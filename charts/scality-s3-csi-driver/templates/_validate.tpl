@@ -18,14 +18,25 @@ Called by s3csi.guard, before any template reads a value.
 {{- end -}}
 {{- end -}}
 {{- with $v.mounter.systemdFallbackAfter -}}
-{{- if not (regexMatch "^([1-9]|[1-8][0-9]|90)s$" .) -}}
-{{- fail (printf "mounter.systemdFallbackAfter %q must be whole seconds from 1s to 90s, e.g. 45s (kubelet ends a publish after 2 minutes, and the systemd mount that follows the wait needs the rest); empty: off" .) -}}
+{{- $ns := include "s3csi.durationNs" . -}}
+{{- if or (eq $ns "invalid") (lt (int64 $ns) 0) (gt (int64 $ns) 90000000000) -}}
+{{- fail (printf "mounter.systemdFallbackAfter %q must be a duration from 0s (off, as empty is) to 90s, e.g. 45s or 1m (kubelet ends a publish after 2 minutes, and the systemd mount that follows the wait needs the rest)" (toString .)) -}}
 {{- end -}}
 {{- end -}}
-{{- range $name, $d := dict "node.mountTimeout" $v.node.mountTimeout "node.podSweepInterval" $v.node.podSweepInterval "node.apiTimeout" $v.node.apiTimeout "controller.emptyBucketBudget" $v.controller.emptyBucketBudget -}}
-{{- if regexMatch "^([0.]+(ns|us|µs|ms|s|m|h))+$" (toString $d) -}}
-{{- fail (printf "%s %q must be more than zero (the node plugin and the controller refuse a zero duration at start-up): set a duration such as 30s or 1m" $name (toString $d)) -}}
+{{- range $name, $d := dict "node.mountTimeout" $v.node.mountTimeout "node.podSweepInterval" $v.node.podSweepInterval "node.apiTimeout" $v.node.apiTimeout "controller.emptyBucketBudget" $v.controller.emptyBucketBudget "controller.provisioner.timeout" $v.controller.provisioner.timeout -}}
+{{- include "s3csi.checkDuration" (dict "name" $name "value" $d) -}}
 {{- end -}}
+{{- /* Every quantity, before any is read as a number: Kubernetes' grammar, with a message. */ -}}
+{{- include "s3csi.checkQuantity" (dict "name" "mountpointPod.cacheSizeLimit" "value" $v.mountpointPod.cacheSizeLimit "example" "5Gi or 128Mi") -}}
+{{- range $name, $r := dict "node.resources" $v.node.resources "controller.resources" $v.controller.resources "sidecars.nodeDriverRegistrar.resources" $v.sidecars.nodeDriverRegistrar.resources "sidecars.livenessProbe.resources" $v.sidecars.livenessProbe.resources "sidecars.csiProvisioner.resources" $v.sidecars.csiProvisioner.resources "mountpointPod.resources" $v.mountpointPod.resources "mountpointPod.headroom.resources" $v.mountpointPod.headroom.resources -}}
+{{- range $kind := list "requests" "limits" -}}
+{{- range $res, $q := (get ($r | default dict) $kind) | default dict -}}
+{{- include "s3csi.checkQuantity" (dict "name" (printf "%s.%s.%s" $name $kind $res) "value" $q "example" (ternary "50m or 1" "128Mi or 1Gi" (eq $res "cpu"))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $res, $q := $v.node.systemdSliceLimits | default dict -}}
+{{- include "s3csi.checkQuantity" (dict "name" (printf "node.systemdSliceLimits.%s" $res) "value" $q "example" (ternary "2 or 1500m" "8Gi" (eq $res "cpu"))) -}}
 {{- end -}}
 {{- with $v.mountpointPod.cacheSizeLimit -}}
 {{- if lt (include "s3csi.bytes" (toString .) | float64) (mul 128 1048576 | float64) -}}
@@ -71,6 +82,7 @@ http(s)://host:port, nothing else. Arguments: name, value.
 */}}
 {{- define "s3csi.checkProxy" -}}
 {{- with .value -}}
+{{- include "s3csi.checkText" (dict "name" $.name "value" .) -}}
 {{- if not (regexMatch "^https?://" .) -}}
 {{- fail (printf "%s %q has no scheme: write it http://host:port (or https://host:port for a proxy reached over TLS)" $.name .) -}}
 {{- else if regexMatch "^https?://[^/?#]*@" . -}}
@@ -84,12 +96,21 @@ http(s)://host:port, nothing else. Arguments: name, value.
 {{/* proxy.noProxy as the binaries take it: comma-separated hosts, domains, IPs and CIDRs. */}}
 {{- define "s3csi.checkNoProxy" -}}
 {{- with . -}}
-{{- range $e := splitList "," . -}}
-{{- if not (trim $e) -}}
+{{- include "s3csi.checkText" (dict "name" "proxy.noProxy" "value" .) -}}
+{{- range $raw := splitList "," . -}}
+{{- $e := trim $raw -}}
+{{- $v4 := "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])" -}}
+{{- $cidr4 := printf "^%s(\\.%s){3}/0*(3[0-2]|[12]?[0-9])$" $v4 $v4 -}}
+{{- /* IPv6 as net.ParseCIDR reads it: eight groups, or fewer around one "::"; with an IPv4 tail
+after six groups, ::ffff: or :: (the other shortened forms with one are refused here, which net.ParseCIDR
+would take) */ -}}
+{{- $v6 := "([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|:((:[0-9a-fA-F]{1,4}){1,7}|:)" -}}
+{{- $cidr6 := printf "^(%s|(::(ffff:)?|([0-9a-fA-F]{1,4}:){6})%s(\\.%s){3})/0*(12[0-8]|1[01][0-9]|[1-9]?[0-9])$" $v6 $v4 $v4 -}}
+{{- if not $e -}}
 {{- fail (printf "proxy.noProxy %q has an empty entry: remove the doubled, leading or trailing comma" $) -}}
 {{- else if regexMatch "\\s" $e -}}
-{{- fail (printf "proxy.noProxy %q has a space: list the hosts, domains, IPs and CIDRs comma-separated without spaces, e.g. .cluster.local,10.0.0.0/8" $) -}}
-{{- else if and (regexMatch "[/?#@]" $e) (not (regexMatch "^[0-9a-fA-F:.]+/[0-9]{1,3}$" $e)) -}}
+{{- fail (printf "proxy.noProxy entry %q has a space inside it: list the hosts, domains, IPs and CIDRs comma-separated, e.g. .cluster.local,10.0.0.0/8" $e) -}}
+{{- else if and (regexMatch "[/?#@]" $e) (not (regexMatch $cidr4 $e)) (not (regexMatch $cidr6 $e)) -}}
 {{- fail (printf "proxy.noProxy entry %q is not a host, domain (.example.com), IP or CIDR (10.0.0.0/8): list them comma-separated, e.g. .cluster.local,10.0.0.0/8" $e) -}}
 {{- end -}}
 {{- end -}}
@@ -121,16 +142,25 @@ certificate (a SEQUENCE, 30 82 and its two-byte length, as long as the body says
 {{- end -}}
 
 {{/*
-A resource quantity as a number: millicores for cpu, bytes otherwise (s3csi.bytes; 0 for what
-it cannot read, which the schema refuses first). Arguments: resource, value.
+A resource quantity as a number: millicores for cpu, bytes otherwise (s3csi.bytes; read after
+s3csi.checkQuantity refused what is not a quantity). Arguments: resource, value.
 */}}
 {{- define "s3csi.quantity" -}}
-{{- $s := toString .value -}}
-{{- if and (eq .resource "cpu") (hasSuffix "m" $s) -}}
-{{- include "s3csi.bytes" (trimSuffix "m" $s) -}}
-{{- else if eq .resource "cpu" -}}
-{{- mulf (include "s3csi.bytes" $s | float64) 1000 -}}
+{{- if eq .resource "cpu" -}}
+{{- mulf (include "s3csi.bytes" .value | float64) 1000 -}}
 {{- else -}}
-{{- include "s3csi.bytes" $s -}}
+{{- include "s3csi.bytes" .value -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A proxy setting as pkg/proxyenv reads it (pkg/safetext CheckRunes): at most 2048 bytes of
+printable text, no control or invisible format characters. Arguments: name, value.
+*/}}
+{{- define "s3csi.checkText" -}}
+{{- if gt (len .value) 2048 -}}
+{{- fail (printf "%s is %d bytes long: the node plugin takes at most 2048" .name (len .value)) -}}
+{{- else if regexMatch "[\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}]" .value -}}
+{{- fail (printf "%s %q holds a control or invisible character (a tab, a line break, a zero-width or bidirectional mark): write it as plain text" .name .value) -}}
 {{- end -}}
 {{- end -}}
