@@ -9,9 +9,11 @@
 #                       against kube-apiserver, RBAC reviews, schema, flag drift, Dockerfile
 #   make helm-golden    rewrite tests/helm's golden files and the Helm values section of
 #                       docs/configuration.md after a deliberate chart change (review the diff)
-#   make image          docker build of the driver image (needs a Docker engine with BuildKit and
-#                       network access to the base images and mount-s3's release; not runnable
-#                       on the development VM)
+#   make image          docker build of the driver image for this machine (needs a Docker engine
+#                       with BuildKit and network access to the base images and mount-s3's
+#                       release; not runnable on the development VM)
+#   make image-oci      both architectures into bin/image.tar, as the release builds them (the
+#                       same needs, and buildx with QEMU)
 
 CHARTS_MK_DIR := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 CHART := $(CHARTS_MK_DIR)/charts/scality-s3-csi-driver
@@ -58,5 +60,16 @@ images-list: $(HELM) ## Print every image the chart can run (VALUES=your-values.
 		sed -n -e 's/^[[:space:]]*image:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}[[:space:]]*$$/\1/p' \
 			-e 's/^[[:space:]]*- --mountpoint-image=\(.*\)$$/\1/p' | sort -u
 
-image: ## Build the driver image (Docker with BuildKit; IMAGE_REPO, IMAGE_TAG).
+image: ## Build the driver image for this machine into the local Docker engine (BuildKit; IMAGE_REPO, IMAGE_TAG).
 	DOCKER_BUILDKIT=1 $(DOCKER) build --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE_REPO):$(IMAGE_TAG) $(CHARTS_MK_DIR)
+
+# image-oci: both architectures into one OCI archive, as the release workflow builds it (docker
+# buildx with QEMU for the other architecture); tests/tools/release.sh index-digest prints the
+# digest a push of it keeps.
+PLATFORMS ?= linux/amd64,linux/arm64
+.PHONY: image-oci
+image-oci: ## Build the driver image for PLATFORMS (default amd64 and arm64) into bin/image.tar, an OCI archive (docker buildx).
+	@mkdir -p $(CHARTS_MK_DIR)/bin
+	$(DOCKER) buildx build --platform $(PLATFORMS) --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE_REPO):$(IMAGE_TAG) \
+		--provenance=false --output type=oci,dest=$(CHARTS_MK_DIR)/bin/image.tar $(CHARTS_MK_DIR)
+	@bash $(CHARTS_MK_DIR)/tests/tools/release.sh index-digest $(CHARTS_MK_DIR)/bin/image.tar

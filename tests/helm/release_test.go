@@ -296,3 +296,24 @@ func TestReleaseWorkflow(t *testing.T) {
 		t.Errorf("the workflow names a destination by github.repository_owner: it pushes where values.yaml's image.repository says (release.sh meta)")
 	}
 }
+
+// TestReleaseDocs: docs/install.md writes the release's version as the scheme says (X.Y.Z for
+// the image tag and the chart; the v only in the git tag) and names the destinations release.sh
+// meta prints.
+func TestReleaseDocs(t *testing.T) {
+	version, _, image := chartMeta(t, harness.RepoRoot())
+	b, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	charts := "oci://" + image[:strings.LastIndex(image, "/")] + "/charts"
+	for _, want := range []string{"tag: " + version, image + ":" + version, charts + "/scality-s3-csi-driver --version " + version} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/install.md does not say %q", want)
+		}
+	}
+	if n, tags := strings.Count(doc, "v"+version), strings.Count(doc, "refs/tags/v"+version); n != tags {
+		t.Errorf("docs/install.md writes v%s %d times outside the git tag (refs/tags/v%s): the image tag and the chart version are %s", version, n-tags, version, version)
+	}
+}
