@@ -4,19 +4,18 @@
 # stage and exits non-zero; the table is printed either way.
 #
 #   tools     make -j2 build tools: the project's binaries and the pinned tools (bin/)
-#   cluster-tools (in the background from here on) Kubernetes binaries, e2e.test,
-#             csi-provisioner, containerd & co: the cluster suite's needs
+#   cluster-tools (in the background from here on, then the cluster suite) Kubernetes
+#             binaries, e2e.test, csi-provisioner, containerd & co: the cluster suite's needs
 #   verify    make verify: generated files, gofmt, go mod tidy, vet, darwin build, lint, docs
 #   unit      go test -race of the driver's module (unit tests)
 #   go-test   go test -race of the tests module (tests/) but tests/cluster (envtest, real
 #             systemd, FUSE, csi-sanity, helm suites)
 #   monitoring promtool check rules and the alerts' unit tests (tests/monitoring)
 #   fuzz      each fuzz target for FUZZ_TIME
-#   cluster   the cluster suite (tests/cluster) on a real single-node cluster: the upstream
-#             storage e2e suites in both modes and the project's scenarios
+#   cluster   (in the background, as soon as cluster-tools is built) the cluster suite
+#             (tests/cluster) on a real single-node cluster: the upstream storage e2e suites
+#             in both modes and the project's scenarios
 set -u
-# Background builds and runs stop with this script, whatever way it ends.
-trap 'kill $(jobs -p) 2>/dev/null' EXIT
 cd "$(dirname "$0")/../.."
 export PATH="/usr/local/go/bin:$PATH"
 make="make --no-print-directory"
@@ -53,13 +52,46 @@ stage() { # name cmd...
 
 stage tools $make -j2 build tools
 
-# The cluster suite's tools build while the other stages run (the suites mostly wait on
-# processes; verify's compiles leave gaps a second build fills).
-s=$(now)
-$make cluster-tools >bin/cluster-tools.log 2>&1 &
-tools_pid=$!
+# The cluster suite runs beside the other stages: its tools build in the background from here
+# on, and the suite starts as soon as they are there and verify has passed. It mostly waits (on pods, containers and
+# its own cluster's daemons), as the go-test suites mostly wait on processes, so the two overlap
+# instead of adding up (a warm run saves the length of verify, unit, go-test and fuzz). They
+# share nothing: the cluster runs in its own network namespace, with its own systemd manager,
+# /etc copy, kubelet directory and S3 server, and every suite uses fresh loopback ports, buckets
+# and temporary directories. The chain runs in its own process group (setsid), so that a
+# failing stage or an interrupt stops all of it: rigctl tears the cluster down on SIGTERM.
+# S3CSI_SERIAL=1 runs the cluster suite after the other stages instead.
+cluster_chain() {
+	local s rc
+	s=$(now)
+	$make cluster-tools >bin/cluster-tools.log 2>&1
+	rc=$?
+	record cluster-tools "$s" "$rc"
+	if [ "$rc" != 0 ]; then
+		tail -50 bin/cluster-tools.log
+		return 2
+	fi
+	# After verify (which regenerates files of the chart the suite installs), or with
+	# S3CSI_SERIAL after every other stage.
+	local gate=bin/.verify-done
+	[ -z "${S3CSI_SERIAL:-}" ] || gate=bin/.foreground-done
+	while [ ! -e "$gate" ]; do sleep 2; done
+	s=$(now)
+	$make test-cluster-run >bin/cluster.log 2>&1
+	rc=$?
+	record cluster "$s" "$rc"
+	return "$rc"
+}
+rm -f bin/.verify-done bin/.foreground-done bin/cluster.log
+export -f cluster_chain now record
+export make timings
+setsid bash -c cluster_chain &
+chain_pid=$!
+stop_chain() { kill -TERM -- -"$chain_pid" 2>/dev/null; wait "$chain_pid" 2>/dev/null; }
+trap 'stop_chain' EXIT
 
 stage verify $make verify
+touch bin/.verify-done
 
 stage unit go test -race -count=1 -timeout 10m ./...
 pkgs=$(cd tests && go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/tests/cluster')
@@ -67,14 +99,16 @@ pkgs=$(cd tests && go list ./... | grep -vx 'github.com/s3csi/s3-csi-driver/test
 stage go-test bash -c "cd tests && go test -race -count=1 -timeout 25m $(echo $pkgs)"
 stage monitoring $make test-monitoring
 stage fuzz $make test-fuzz
+touch bin/.foreground-done
 
-echo "== cluster-tools: waiting for the background build (log: bin/cluster-tools.log)"
-wait "$tools_pid"
+echo "== cluster-tools, cluster: waiting for the background chain (logs: bin/cluster-tools.log, bin/cluster.log)"
+wait "$chain_pid"
 rc=$?
-record cluster-tools "$s" "$rc"
-if [ "$rc" != 0 ]; then
-	tail -50 bin/cluster-tools.log
-	fail cluster-tools
-fi
-stage cluster $make test-cluster-run
+trap - EXIT
+[ ! -e bin/cluster.log ] || cat bin/cluster.log
+case "$rc" in
+0) ;;
+2) fail cluster-tools ;;
+*) fail cluster ;;
+esac
 table
