@@ -45,7 +45,9 @@ func agreeCases(t *testing.T) []agreeCase {
 	cert := testCertificate(t)
 	indent := func(s string) string { return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") + "\n" }
 	var cs []agreeCase
-	add := func(valid bool, name, values string, flags ...string) { cs = append(cs, agreeCase{name, values, valid, flags}) }
+	add := func(valid bool, name, values string, flags ...string) {
+		cs = append(cs, agreeCase{name, values, valid, flags})
+	}
 	// mountpointPod.cacheSizeLimit: --mountpoint-cache-size-limit (node plugin, Pod Reconciler).
 	for v, ok := range map[string]bool{"5Gi": true, "128Mi": true, "\"134217728\"": true, "127Mi": false, "64Mi": false, "100M": false, "\"0\"": false, "big": false,
 		"\"1e9\"": true, "1.5Gi": true, ".5Gi": true, "0.125Gi": true, "\"+1Gi\"": true, "1E9": true, "134217728000m": true, "134217727000m": false, "-1Gi": false, "1Gb": false, "5 Gi": false} {
