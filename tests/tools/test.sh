@@ -12,7 +12,7 @@
 #             systemd, FUSE, csi-sanity, helm suites)
 #   monitoring promtool check rules and the alerts' unit tests (tests/monitoring)
 #   fuzz      each fuzz target for FUZZ_TIME
-#   cluster   (in the background, as soon as cluster-tools is built) the cluster suite
+#   cluster   (after fuzz; with S3CSI_OVERLAP=1 beside unit..fuzz, once verify passed) the cluster suite
 #             (tests/cluster) on a real single-node cluster: the upstream storage e2e suites
 #             in both modes and the project's scenarios
 set -u
