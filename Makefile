@@ -160,7 +160,7 @@ vm-image: ## Build the VM rig's image into bin/vm/<hash> (disk.img, vmlinuz, ini
 	@sh $(TOOLS_SCRIPTS)/apt-install.sh qemu-system-x86 mmdebstrap e2fsprogs
 	bash tests/tools/vm-image.sh $(VM_DIR)
 
-test-vm: build $(VERSITYGW) vm-image ## The systemd-mode checks inside a qemu guest whose PID 1 is systemd (cgroup v2); not part of make test.
+test-vm: build $(VERSITYGW) vm-image ## The systemd-mode checks inside a qemu guest whose PID 1 is systemd (cgroup v2); make test runs it (stage vm).
 	cd $(TESTS_DIR) && S3CSI_VM=1 $(GO) test -count=1 -v -timeout 30m ./vm/
 
 .PHONY: test-monitoring

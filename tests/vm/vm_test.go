@@ -87,9 +87,11 @@ func binaries(root, dir string) error {
 		{"build", "-o", filepath.Join(dir, "vm-agent"), "./vm/agent"},
 		{"test", "-c", "-o", filepath.Join(dir, "guest.test"), "./vm/guest"},
 	} {
+		// The host's build configuration (the guest is the same Debian release, so its C
+		// library serves a cgo binary): the guest test binary shares the compiled packages of
+		// the cluster suite's test binary instead of compiling client-go & co. once more.
 		cmd := exec.Command("go", c...)
 		cmd.Dir = tests
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go %s: %v\n%s", strings.Join(c, " "), err, out)
 		}
@@ -171,3 +173,17 @@ func TestPID1IsSystemdOnCgroup2(t *testing.T) {
 func TestMemoryMaxKillsUnit(t *testing.T) { runGuestTest(t, "TestMemoryMaxKillsUnit", 5*time.Minute) }
 
 func TestPublishThroughPID1(t *testing.T) { runGuestTest(t, "TestPublishThroughPID1", 10*time.Minute) }
+
+func TestFaultsThroughPID1(t *testing.T) { runGuestTest(t, "TestFaultsThroughPID1", 20*time.Minute) }
+
+func TestAdoptLegacyMountOnPID1(t *testing.T) {
+	runGuestTest(t, "TestAdoptLegacyMountOnPID1", 10*time.Minute)
+}
+
+func TestPrivilegedCommandsKeepTheUnitNamespace(t *testing.T) {
+	runGuestTest(t, "TestPrivilegedCommandsKeepTheUnitNamespace", 3*time.Minute)
+}
+
+func TestCredentialsOnUnitRamfs(t *testing.T) {
+	runGuestTest(t, "TestCredentialsOnUnitRamfs", 3*time.Minute)
+}

@@ -151,7 +151,6 @@ func TestMemoryMaxKillsUnit(t *testing.T) {
 		{Name: "Environment", Value: dbus.MakeVariant([]string{allocEnv + "=200"})},
 		{Name: "MemoryMax", Value: dbus.MakeVariant(uint64(64 << 20))},
 		{Name: "MemorySwapMax", Value: dbus.MakeVariant(uint64(0))},
-		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 	}
 	done := make(chan string, 1)
 	if _, err := c.StartTransientUnitContext(ctx, unit, "replace", props, done); err != nil {
@@ -161,7 +160,9 @@ func TestMemoryMaxKillsUnit(t *testing.T) {
 	if r := <-done; r != "done" {
 		t.Fatalf("start job of %s: %s", unit, r)
 	}
-	// CollectMode keeps the failed unit loaded until it is reset, so its result stays readable.
+	// The default CollectMode (inactive) keeps the failed unit loaded until it is reset, so its
+	// result stays readable. (inactive-or-failed unloads it at once: its properties then read as
+	// a fresh unit's, Result=success, and the kill is missed.)
 	t.Cleanup(func() { _ = c.ResetFailedUnitContext(context.Background(), unit) })
 	for {
 		if r := unitProp(t, c, unit, "Result"); r != "success" {
@@ -172,7 +173,8 @@ func TestMemoryMaxKillsUnit(t *testing.T) {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%s not OOM-killed within the deadline (MemoryMax not enforced?)", unit)
+			t.Fatalf("%s not OOM-killed within the deadline (MemoryMax not enforced?): ActiveState=%s MainPID=%s\n%s",
+				unit, unitProp(t, c, unit, "ActiveState"), unitProp(t, c, unit, "MainPID"), journalOf(t, unit))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -214,15 +216,8 @@ func TestPublishThroughPID1(t *testing.T) {
 	})
 	target := harness.TargetPath(t, kubelet, "pod-vm", "pv-vm")
 	limit := mountresources.MinMemoryLimit
-	req := &csi.NodePublishVolumeRequest{
-		VolumeId:   "vol-vm-bucket",
-		TargetPath: target,
-		VolumeCapability: &csi.VolumeCapability{
-			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
-		},
-		VolumeContext: map[string]string{"bucketName": "vm-bucket", mountresources.AttrMemoryLimit: limit.String()},
-	}
+	req := publishRequest(target, "vm-bucket", "vol-vm-bucket")
+	req.VolumeContext[mountresources.AttrMemoryLimit] = limit.String()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if _, err := drv.Node.NodePublishVolume(ctx, req); err != nil {
@@ -270,5 +265,18 @@ func TestPublishThroughPID1(t *testing.T) {
 		if u.ActiveState != "inactive" {
 			t.Errorf("unit %s left %s after unpublish", u.Name, u.ActiveState)
 		}
+	}
+}
+
+// publishRequest is kubelet's NodePublishVolume of a read-write static volume of bucket.
+func publishRequest(target, bucket, volumeID string) *csi.NodePublishVolumeRequest {
+	return &csi.NodePublishVolumeRequest{
+		VolumeId:   volumeID,
+		TargetPath: target,
+		VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+		},
+		VolumeContext: map[string]string{"bucketName": bucket},
 	}
 }
