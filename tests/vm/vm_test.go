@@ -187,3 +187,7 @@ func TestPrivilegedCommandsKeepTheUnitNamespace(t *testing.T) {
 func TestCredentialsOnUnitRamfs(t *testing.T) {
 	runGuestTest(t, "TestCredentialsOnUnitRamfs", 3*time.Minute)
 }
+
+func TestCPULimitThroughPID1(t *testing.T) {
+	runGuestTest(t, "TestCPULimitThroughPID1", 10*time.Minute)
+}

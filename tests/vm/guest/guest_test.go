@@ -40,6 +40,9 @@ const pid1Socket = "/run/systemd/private"
 const allocEnv = "S3CSI_VM_ALLOCATE_MIB"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(spinEnv) == "1" {
+		spin()
+	}
 	if mib := os.Getenv(allocEnv); mib != "" {
 		allocate(mib)
 		return
