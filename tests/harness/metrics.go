@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,29 @@ import (
 // DefaultNodeID is the node name a driver started without DriverOptions.NodeID reports (and
 // labels its metrics with).
 const DefaultNodeID = "node-1"
+
+// FreeLoopbackAddr returns a loopback host:port nothing listens on (for a --metrics-address).
+func FreeLoopbackAddr(t TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free loopback port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// ScrapeSum scrapes http://addr/metrics and returns MetricSum of name with labels; a failed
+// scrape fails t.
+func ScrapeSum(t TB, addr, name string, labels ...string) float64 {
+	t.Helper()
+	text, err := Scrape("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape metrics: %v", err)
+	}
+	sum, _ := MetricSum(text, name, labels...)
+	return sum
+}
 
 // Scrape returns the Prometheus text exposition served at url (one try, 10 s at most).
 func Scrape(url string) (string, error) {

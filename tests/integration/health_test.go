@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -24,15 +23,7 @@ import (
 )
 
 // freeAddr returns a free loopback TCP address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return harness.FreeLoopbackAddr(t) }
 
 // metric returns the sum of a metric's samples whose labels contain every wanted pair. Every
 // sample of the node plugin carries the node's name.

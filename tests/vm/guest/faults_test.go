@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,13 +57,12 @@ func (p *pid1) activeState(unit string) string {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	harness.Eventually(t, timeout, func() string {
+		if cond() {
+			return ""
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return "waiting for " + what
+	})
 }
 
 // waitRepaired waits for target to be served again by a mount-s3 other than old and returns
@@ -81,25 +79,10 @@ func (p *pid1) waitRepaired(t *testing.T, unit, target string, old int) int {
 	return pid
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // metric is the sum of the node plugin's samples of name carrying every label pair given.
 func metric(t *testing.T, addr, name string, labels ...string) float64 {
 	t.Helper()
-	text, err := harness.Scrape("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	sum, _ := harness.MetricSum(text, name, labels...)
-	return sum
+	return harness.ScrapeSum(t, addr, name, labels...)
 }
 
 // writeAndCheck writes a file through the mount and checks the bucket has it.
@@ -112,6 +95,26 @@ func writeAndCheck(t *testing.T, s3 *harness.S3Server, bucket, target, key strin
 	if got := s3.GetObject(t, bucket, key); !bytes.Equal(got, body) {
 		t.Fatalf("object %s = %q, want %q", key, got, body)
 	}
+}
+
+// startNode starts versitygw with bucket, a kubelet directory and the node plugin in systemd
+// mode against PID 1 (its log shown when the test fails).
+func startNode(t *testing.T, bucket string, extraArgs ...string) (*harness.S3Server, string, *harness.Driver) {
+	t.Helper()
+	s3 := harness.StartS3(t)
+	s3.CreateBucket(t, bucket)
+	kubelet := harness.NewKubeletDir(t)
+	harness.CleanupMounts(t, kubelet)
+	drv := harness.StartDriver(t, harness.DriverOptions{
+		KubeletDir: kubelet, SystemdSocket: pid1Socket, S3: s3, WithCredentials: true,
+		ExtraArgs: append([]string{"--mount-timeout=120s"}, extraArgs...),
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("driver log:\n%s", drv.Log())
+		}
+	})
+	return s3, kubelet, drv
 }
 
 func systemctl(t *testing.T, args ...string) {
@@ -133,21 +136,9 @@ func systemctl(t *testing.T, args ...string) {
 //     repairs it;
 //   - unpublish: nothing mounted, no unit active, no credential files left.
 func TestFaultsThroughPID1(t *testing.T) {
-	s3 := harness.StartS3(t)
 	const bucket = "vm-faults"
-	s3.CreateBucket(t, bucket)
-	kubelet := harness.NewKubeletDir(t)
-	harness.CleanupMounts(t, kubelet)
-	addr := freeAddr(t)
-	drv := harness.StartDriver(t, harness.DriverOptions{
-		KubeletDir: kubelet, SystemdSocket: pid1Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: []string{"--mount-timeout=120s", "--metrics-address=" + addr},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("driver log:\n%s", drv.Log())
-		}
-	})
+	addr := harness.FreeLoopbackAddr(t)
+	s3, kubelet, drv := startNode(t, bucket, "--metrics-address="+addr)
 	m := &pid1{t: t}
 	target := harness.TargetPath(t, kubelet, "pod-faults", "pv-faults")
 	limit := mountresources.MinMemoryLimit

@@ -204,19 +204,7 @@ func journalOf(t *testing.T, unit string) string {
 // MemoryMax in its cgroup; data written through the mount reaches the bucket; mount-s3's log
 // is in the unit's journal (docs/logging.md); NodeUnpublishVolume unmounts and the unit goes.
 func TestPublishThroughPID1(t *testing.T) {
-	s3 := harness.StartS3(t)
-	s3.CreateBucket(t, "vm-bucket")
-	kubelet := harness.NewKubeletDir(t)
-	harness.CleanupMounts(t, kubelet)
-	drv := harness.StartDriver(t, harness.DriverOptions{
-		KubeletDir: kubelet, SystemdSocket: pid1Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: []string{"--mount-timeout=120s"},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("driver log:\n%s", drv.Log())
-		}
-	})
+	s3, kubelet, drv := startNode(t, "vm-bucket")
 	target := harness.TargetPath(t, kubelet, "pod-vm", "pv-vm")
 	limit := mountresources.MinMemoryLimit
 	req := publishRequest(target, "vm-bucket", "vol-vm-bucket")

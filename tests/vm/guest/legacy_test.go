@@ -21,20 +21,8 @@ import (
 // keeps that mount (no second mount on top) and the pod keeps writing; the unpublish unmounts
 // it, stops and unloads its unit and removes its files.
 func TestAdoptLegacyMountOnPID1(t *testing.T) {
-	s3 := harness.StartS3(t)
 	const bucket = "vm-legacy"
-	s3.CreateBucket(t, bucket)
-	kubelet := harness.NewKubeletDir(t)
-	harness.CleanupMounts(t, kubelet)
-	drv := harness.StartDriver(t, harness.DriverOptions{
-		KubeletDir: kubelet, SystemdSocket: pid1Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: []string{"--mount-timeout=120s", "--health-check-interval=0"},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("driver log:\n%s", drv.Log())
-		}
-	})
+	s3, kubelet, drv := startNode(t, bucket, "--health-check-interval=0")
 	m := &pid1{t: t}
 
 	podUID := "0a1b2c3d-1111-2222-3333-444455556666"

@@ -52,20 +52,8 @@ func cpuStat(t *testing.T, cg string) (usage, throttled uint64) {
 // figure is logged; the bound checked is loose (1.5 times the limit over 5 s), as the guest's
 // clock runs under emulation.
 func TestCPULimitThroughPID1(t *testing.T) {
-	s3 := harness.StartS3(t)
 	const bucket = "vm-cpu"
-	s3.CreateBucket(t, bucket)
-	kubelet := harness.NewKubeletDir(t)
-	harness.CleanupMounts(t, kubelet)
-	drv := harness.StartDriver(t, harness.DriverOptions{
-		KubeletDir: kubelet, SystemdSocket: pid1Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: []string{"--mount-timeout=120s"},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("driver log:\n%s", drv.Log())
-		}
-	})
+	s3, kubelet, drv := startNode(t, bucket)
 	target := harness.TargetPath(t, kubelet, "pod-cpu", "pv-cpu")
 	req := publishRequest(target, bucket, "vol-vm-cpu")
 	req.VolumeContext[mountresources.AttrCPULimit] = "200m"
