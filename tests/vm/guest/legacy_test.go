@@ -2,6 +2,7 @@ package guest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 
 	"github.com/s3csi/s3-csi-driver/tests/harness"
 )
@@ -35,7 +37,14 @@ func TestAdoptLegacyMountOnPID1(t *testing.T) {
 	harness.Must(t, os.WriteFile(creds, []byte("["+profile+"]\naws_access_key_id="+s3.AccessKey+"\naws_secret_access_key="+s3.SecretKey+"\n"), 0o640))
 	harness.Must(t, os.MkdirAll(target, 0o755))
 	unit := "mount-s3-1.2.0-6f1c2c1e-3b7a-4f0e-9a41-" + podUID[len(podUID)-12:] + ".service"
-	args := []string{"--unit=" + unit, "-p", "Type=forking", "-p", "Description=Mountpoint for Amazon S3 CSI driver FUSE daemon"}
+	// The unit's properties as 1.2.0 sets them (scality/mountpoint-s3-csi-driver@1.2.0:
+	// pkg/system/systemd.go ExecConfig.ToDbus, pkg/driver/node/mounter/systemd_mounter.go
+	// Mount): Description, Type=forking, StandardOutput/StandardError=tty on a pty the 1.x
+	// node plugin holds, ExecStart (UncleanIsFailure, systemd-run's default), Environment.
+	// The upgrade replaces that plugin, which closes the pty's master side.
+	ptmx, ptsN := openPty(t)
+	args := []string{"--unit=" + unit, "-p", "Type=forking", "-p", "Description=Mountpoint for Amazon S3 CSI driver FUSE daemon",
+		"-p", "StandardOutput=tty", "-p", "StandardError=tty", "-p", fmt.Sprintf("TTYPath=/dev/pts/%d", ptsN)}
 	for _, e := range []string{"AWS_REGION=" + s3.Region, "AWS_ENDPOINT_URL=" + s3.Endpoint, "AWS_PROFILE=" + profile, "AWS_CONFIG_FILE=" + cfg, "AWS_SHARED_CREDENTIALS_FILE=" + creds} {
 		args = append(args, "--setenv="+e)
 	}
@@ -53,6 +62,7 @@ func TestAdoptLegacyMountOnPID1(t *testing.T) {
 	writeAndCheck(t, s3, bucket, target, "before-upgrade")
 	pid := m.mainPID(unit)
 
+	harness.Must(t, ptmx.Close()) // the 1.x node plugin is gone
 	req := publishRequest(target, bucket, "vol-legacy")
 	req.VolumeContext["csi.storage.k8s.io/pod.uid"] = podUID
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -85,4 +95,17 @@ func TestAdoptLegacyMountOnPID1(t *testing.T) {
 			t.Errorf("1.x credential file %s left: %v", f, err)
 		}
 	}
+}
+
+// openPty opens a pseudo-terminal's master side and returns it with the number of its
+// /dev/pts slave, as the 1.x node plugin did for each mount's output.
+func openPty(t *testing.T) (*os.File, int) {
+	t.Helper()
+	f, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	harness.Must(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	harness.Must(t, unix.IoctlSetPointerInt(int(f.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPTN)
+	harness.Must(t, err)
+	return f, n
 }
