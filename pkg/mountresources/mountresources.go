@@ -131,7 +131,7 @@ func Check(r corev1.ResourceRequirements) error {
 	}
 	if lim, ok := r.Limits[corev1.ResourceMemory]; ok && lim.Cmp(MinMemoryLimit) < 0 {
 		return fmt.Errorf("the memory limit %s is below the %s mount-s3 needs: its memory target is at least %d MiB, and %d MiB are kept above it for its overhead; set %s or more, or no limit",
-			lim.String(), MinMemoryLimit.String(), MinMemoryTargetMiB, MinMemoryHeadroomMiB, MinMemoryLimit.String())
+			lim.String(), minMemoryLimitText, MinMemoryTargetMiB, MinMemoryHeadroomMiB, minMemoryLimitText)
 	}
 	return nil
 }
@@ -149,6 +149,11 @@ const (
 
 // MinMemoryLimit is the smallest memory limit a mount may have: the least target and headroom.
 var MinMemoryLimit = *resource.NewQuantity((MinMemoryTargetMiB+MinMemoryHeadroomMiB)<<20, resource.BinarySI)
+
+// minMemoryLimitText is MinMemoryLimit's text, formatted once at start-up: Quantity.String
+// caches its result in the value, so calling it on the shared variable from concurrent
+// validations (parallel NodePublishVolume calls) was a data race.
+var minMemoryLimitText = MinMemoryLimit.String()
 
 // MemoryTargetMiB is the --memory-target (MiB) for a mount under the memory limit limit:
 // limit − max(128 MiB, limit/4), at least 512. limit must be at least MinMemoryLimit (Check).

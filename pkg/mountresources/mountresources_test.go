@@ -2,6 +2,7 @@ package mountresources
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,4 +98,21 @@ func TestMemoryTarget(t *testing.T) {
 	if err := Check(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: MinMemoryLimit}}); err != nil {
 		t.Errorf("640Mi: %v", err)
 	}
+}
+
+// TestCheckConcurrently: validations run in parallel (one per NodePublishVolume); a refusal's
+// message must not write shared state (run with -race).
+func TestCheckConcurrently(t *testing.T) {
+	low := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := Check(low); err == nil {
+				t.Error("a 64Mi memory limit was accepted")
+			}
+		}()
+	}
+	wg.Wait()
 }
