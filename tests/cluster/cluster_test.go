@@ -43,6 +43,7 @@ func TestCluster(t *testing.T) {
 		{"mountpoint-headroom", testHeadroom},
 		{"mountpoint-oom", testMountpointOOM},
 		{"memory-target", testMemoryTarget},
+		{"mountpoint-cpu-limit", testMountpointCPULimit},
 		{"controller-restart-burst", testControllerBurst},
 		{"drain", testDrain},
 		{"upgrade-rollback", testUpgradeRollback},
@@ -56,10 +57,11 @@ func TestCluster(t *testing.T) {
 			f    func(*testing.T)
 		}{"upgrade-from-scality-" + string(r), func(t *testing.T) { testUpgradeFromScality(t, r) }})
 	}
-	steps = append(steps, struct {
+	// A second node joins (and is gone again after the step), then the chart goes.
+	steps = append(steps, []struct {
 		name string
 		f    func(*testing.T)
-	}{"uninstall", testUninstall})
+	}{{"two-nodes", testTwoNodes}, {"uninstall", testUninstall}}...)
 	for _, s := range steps {
 		if *only != "" && s.name != "install" && !regexp.MustCompile(*only).MatchString(s.name) {
 			continue

@@ -78,9 +78,9 @@ func (u *upper) startControllers(context.Context) error {
 	return err
 }
 
-// containerdConfig is containerd's configuration: its own root, state and socket; the CRI
-// plugin with runc (cgroupfs), the locally imported pause image, and the CNI bridge.
-func containerdConfig() string {
+// containerdConfig is a node's containerd configuration: its own root, state and socket; the
+// CRI plugin with runc (cgroupfs), the locally imported pause image, and the CNI bridge.
+func containerdConfig(n *node) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -109,12 +109,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.internal.v1.opt"]
   path = %q
-`, containerdRoot, containerdState, containerdSocket, containerdSocket+".ttrpc", pauseImage, cniBinDir, cniConfDir, filepath.Join(DataDir, "opt"))
+`, n.containerdRoot, n.containerdState, n.containerdSocket, n.containerdSocket+".ttrpc", pauseImage, cniBinDir, n.cniConfDir, n.optDir)
 }
 
-// cniConfig is the pod network: a bridge inside NetNS with host-local addresses (its state in
-// the rig's own directory).
-func cniConfig() string {
+// cniConfig is a node's pod network: a bridge inside the node's network namespace with
+// host-local addresses from its pod range (their state in the rig's own directory).
+func cniConfig(n *node) string {
 	conf := map[string]any{
 		"cniVersion": "0.4.0",
 		"name":       "s3csi-e2e",
@@ -123,9 +123,9 @@ func cniConfig() string {
 				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": PodCIDR}}},
+					"ranges":  [][]map[string]string{{{"subnet": n.podCIDR}}},
 					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
-					"dataDir": filepath.Join(DataDir, "cni-ipam"),
+					"dataDir": n.cniIPAMDir,
 				},
 			},
 			map[string]any{"type": "loopback"},
@@ -135,34 +135,43 @@ func cniConfig() string {
 	return string(b)
 }
 
-func (u *upper) startContainerd(context.Context) error {
-	for _, d := range []string{containerdRoot, containerdState, cniConfDir} {
+func (u *upper) startContainerd(ctx context.Context) error {
+	return u.startContainerdOn(ctx, firstNode())
+}
+
+// startContainerdOn starts node n's containerd in the node's namespaces.
+func (u *upper) startContainerdOn(_ context.Context, n *node) error {
+	for _, d := range []string{n.containerdRoot, n.containerdState, n.cniConfDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
 	}
-	cfg := filepath.Join(DataDir, "containerd.toml")
-	if err := os.WriteFile(cfg, []byte(containerdConfig()), 0o600); err != nil {
+	cfg := filepath.Join(n.dataDir, "containerd.toml")
+	if err := os.WriteFile(cfg, []byte(containerdConfig(n)), 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cniConfDir, "10-s3csi.conflist"), []byte(cniConfig()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(n.cniConfDir, "10-s3csi.conflist"), []byte(cniConfig(n)), 0o644); err != nil {
 		return err
 	}
-	d, err := u.startDaemon("containerd", []string{"containerd", "--config", cfg})
+	d, err := u.startDaemonIn(n, "containerd", []string{"containerd", "--config", cfg})
 	if err != nil {
 		return err
 	}
-	return d.waitReady(30*time.Second, func() error { return run(Ctr("version")...) })
+	return d.waitReady(30*time.Second, func() error { return run(ctrAt(n.containerdSocket, "version")...) })
 }
 
 // Ctr returns argv for ctr against the rig's containerd, in the k8s.io namespace.
-func Ctr(args ...string) []string {
-	return append([]string{"ctr", "--address", containerdSocket, "--namespace", "k8s.io"}, args...)
+func Ctr(args ...string) []string { return ctrAt(containerdSocket, args...) }
+
+// ctrAt returns argv for ctr against the containerd listening on socket, in the k8s.io namespace.
+func ctrAt(socket string, args ...string) []string {
+	return append([]string{"ctr", "--address", socket, "--namespace", "k8s.io"}, args...)
 }
 
 func (u *upper) startKubelet(ctx context.Context) error {
 	// kubelet's root must be a shared mount (mounts made under it must reach containers and the
-	// systemd units' namespace); make it one before kubelet starts, in a way Down undoes.
+	// systemd units' namespace); make it one before kubelet starts, in a way Down undoes. (A
+	// second node's is made one when its mount namespace is set up.)
 	if err := os.MkdirAll(KubeletDir, 0o750); err != nil {
 		return err
 	}
@@ -174,32 +183,48 @@ func (u *upper) startKubelet(ctx context.Context) error {
 	if err := run("mount", "--make-rshared", KubeletDir); err != nil {
 		return err
 	}
-	cfg := filepath.Join(DataDir, "kubelet.yaml")
-	if err := os.WriteFile(cfg, []byte(kubeletConfig()), 0o600); err != nil {
+	return u.startKubeletOn(ctx, firstNode())
+}
+
+// startKubeletOn starts node n's kubelet in the node's namespaces and waits until its Node is
+// Ready.
+func (u *upper) startKubeletOn(ctx context.Context, n *node) error {
+	cfg := filepath.Join(n.dataDir, "kubelet.yaml")
+	if err := os.WriteFile(cfg, []byte(kubeletConfig(n)), 0o600); err != nil {
 		return err
 	}
-	d, err := u.startDaemon("kubelet", []string{u.bin("k8s/kubelet"),
-		"--config=" + cfg, "--kubeconfig=" + kubeletKubeconfig, "--node-ip=" + NodeIP,
-		"--hostname-override=" + NodeName, "--root-dir=" + KubeletDir,
-		"--cert-dir=" + filepath.Join(DataDir, "kubelet-pki"), "--v=2",
-	})
+	args := []string{u.bin("k8s/kubelet"),
+		"--config=" + cfg, "--kubeconfig=" + n.kubeconfig, "--node-ip=" + n.ip,
+		"--hostname-override=" + n.name, "--root-dir=" + KubeletDir,
+		"--cert-dir=" + filepath.Join(n.dataDir, "kubelet-pki"), "--v=2",
+	}
+	if len(n.labels) > 0 {
+		args = append(args, "--node-labels="+strings.Join(n.labels, ","))
+	}
+	d, err := u.startDaemonIn(n, "kubelet", args)
 	if err != nil {
 		return err
 	}
 	return d.waitReady(120*time.Second, func() error {
-		out, err := exec.CommandContext(ctx, u.bin("k8s/kubectl"), "--kubeconfig="+kubeconfigPath, "get", "node", NodeName,
+		out, err := exec.CommandContext(ctx, u.bin("k8s/kubectl"), "--kubeconfig="+kubeconfigPath, "get", "node", n.name,
 			"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
 		if strings.TrimSpace(string(out)) != "True" {
-			return fmt.Errorf("node %s Ready=%q", NodeName, out)
+			return fmt.Errorf("node %s Ready=%q", n.name, out)
 		}
 		return nil
 	})
 }
 
-func kubeletConfig() string {
+// kubeletConfig is node n's kubelet configuration; a second node's pods get cgroups of their
+// own (cgroupRoot), so that the two kubelets never manage each other's.
+func kubeletConfig(n *node) string {
+	root := ""
+	if n.cgroupRoot != "" {
+		root = "cgroupRoot: " + n.cgroupRoot + "\n"
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -230,7 +255,7 @@ maxPods: 250
 # shorter, so credential rotation and repairs show within the suite's patience.
 syncFrequency: 10s
 podLogsDir: %s
-`, containerdSocket, podLogsDir)
+%s`, n.containerdSocket, n.podLogsDir, root)
 }
 
 // isMountPoint reports whether path is the mount point of some mount.
@@ -244,8 +269,11 @@ func isMountPoint(path string) bool {
 // tmpfs on /run/systemd (so it believes it runs under systemd without touching the host's
 // /run/systemd); the kubelet directory is shared, so mounts its units make reach kubelet and
 // the pods.
-func (u *upper) startSystemd(context.Context) error {
-	if err := os.MkdirAll(systemdRuntimeDir, 0o700); err != nil {
+func (u *upper) startSystemd(ctx context.Context) error { return u.startSystemdOn(ctx, firstNode()) }
+
+// startSystemdOn starts node n's user manager in the node's namespaces.
+func (u *upper) startSystemdOn(_ context.Context, n *node) error {
+	if err := os.MkdirAll(n.xdgDir, 0o700); err != nil {
 		return err
 	}
 	if _, err := os.Stat("/run/systemd"); errors.Is(err, os.ErrNotExist) {
@@ -259,13 +287,15 @@ func (u *upper) startSystemd(context.Context) error {
 	}
 	// Its /etc is a copy of the machine's (EtcDir), kept across the rig's reboots: the user the
 	// node plugin creates for mount-s3 (node.mountS3User) goes there, not into this machine's.
-	if _, err := os.Stat(EtcDir); errors.Is(err, os.ErrNotExist) {
-		if out, err := exec.Command("cp", "-a", "/etc", EtcDir).CombinedOutput(); err != nil {
+	if _, err := os.Stat(n.etcDir); errors.Is(err, os.ErrNotExist) {
+		if out, err := exec.Command("cp", "-a", "/etc", n.etcDir).CombinedOutput(); err != nil {
 			return fmt.Errorf("copy /etc for the user manager: %v: %s", err, out)
 		}
 	}
-	d, err := u.startDaemon("systemd", []string{"unshare", "-m", "--propagation", "unchanged", "sh", "-c",
-		"mount --bind " + EtcDir + " /etc && " +
+	// XDG_RUNTIME_DIR is the same path on every node (the chart's node.systemdSocket is one
+	// value); a second node's mount namespace has its own directory there (n.xdgDir).
+	d, err := u.startDaemonIn(n, "systemd", []string{"unshare", "-m", "--propagation", "unchanged", "sh", "-c",
+		"mount --bind " + n.etcDir + " /etc && " +
 			"{ ! mountpoint -q /run/systemd || mount --make-rslave /run/systemd; } && mount -t tmpfs tmpfs /run/systemd && " +
 			"mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user"},
 		"XDG_RUNTIME_DIR="+systemdRuntimeDir)
@@ -273,10 +303,10 @@ func (u *upper) startSystemd(context.Context) error {
 		return err
 	}
 	return d.waitReady(30*time.Second, func() error {
-		if _, err := os.Stat(SystemdSocket()); err != nil {
+		if _, err := os.Stat(filepath.Join(n.xdgDir, "systemd", "private")); err != nil {
 			return err
 		}
-		out, err := Systemctl("show", "--property=SystemState", "--value")
+		out, err := userManagerAt(n.xdgDir, "systemctl", "show", "--property=SystemState", "--value")
 		if err != nil {
 			return err
 		}
@@ -296,8 +326,14 @@ func SystemdRun(args ...string) (string, error) { return userManager("systemd-ru
 
 // userManager runs a systemd client with --user against the rig's user manager.
 func userManager(program string, args ...string) (string, error) {
+	return userManagerAt(systemdRuntimeDir, program, args...)
+}
+
+// userManagerAt runs a systemd client with --user against the user manager whose runtime
+// directory is xdg (as this process sees it).
+func userManagerAt(xdg, program string, args ...string) (string, error) {
 	cmd := exec.Command(program, append([]string{"--user"}, args...)...)
-	cmd.Env = append(append([]string(nil), baseEnv...), "XDG_RUNTIME_DIR="+systemdRuntimeDir)
+	cmd.Env = append(append([]string(nil), baseEnv...), "XDG_RUNTIME_DIR="+xdg)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s --user %s: %v: %s", program, strings.Join(args, " "), err, out)

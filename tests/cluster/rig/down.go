@@ -18,10 +18,12 @@ import (
 
 // Down stops everything the rig started and removes everything it created, from the state file
 // when there is one and by the rig's fixed names otherwise (a rig that crashed before saving
-// its state): processes (its daemons, every process in NetNS or in a kubepods cgroup, mount-s3
-// from the install directory), mounts below the kubelet directory and the rig's directories,
-// containerd's pod network namespaces, NetNS itself (its veth, bridge and iptables rules go
-// with it), kubepods cgroups, and the directories that did not exist before Up. Logs are
+// its state): processes (its daemons, every process in NetNS, in the second node's network
+// namespace or in a kubepods cgroup, mount-s3 from the install directory), mounts below the
+// kubelet directory and the rig's directories (the second node's mount namespace is one of
+// them), containerd's pod network namespaces and the second node's, NetNS itself (its veth,
+// bridge and iptables rules go with it), the kubelets' cgroups, and the directories that did
+// not exist before Up. Logs are
 // copied to keepLogs first when it is not empty. It is idempotent and reports every step that
 // failed.
 func Down(keepLogs string, log io.Writer) error {
@@ -49,7 +51,7 @@ func Down(keepLogs string, log io.Writer) error {
 	// their kubepods cgroups), the rest of the rig's daemons, and whatever still runs inside
 	// NetNS or from the mount-s3 install directory (systemd units, orphaned shims).
 	for i := len(st.Processes) - 1; i >= 0; i-- {
-		if p := st.Processes[i]; p.Name == "kubelet" && alive(p.PID, p.Exe) {
+		if p := st.Processes[i]; strings.HasPrefix(p.Name, "kubelet") && alive(p.PID, p.Exe) {
 			stopPID(p.PID, 10*time.Second)
 		}
 	}
@@ -59,8 +61,10 @@ func Down(keepLogs string, log io.Writer) error {
 			stopPID(p.PID, 10*time.Second)
 		}
 	}
-	if ino := netnsInode(); ino != 0 {
-		killAll(processesWhere(func(pid int) bool { return inNetNS(pid, ino) }))
+	for _, ino := range []uint64{netnsInode(), nsInode(filepath.Join("/run/netns", SecondNodeNetNS))} {
+		if ino != 0 {
+			killAll(processesWhere(func(pid int) bool { return inNetNS(pid, ino) }))
+		}
 	}
 	killAll(processesWhere(func(pid int) bool { return exeUnder(pid, MountS3InstallDir) || inKubepods(pid) }))
 	logf("processes stopped")
@@ -96,7 +100,7 @@ func Down(keepLogs string, log io.Writer) error {
 	if err := deleteNetNS(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeCgroups(); err != nil {
+	if err := removeCgroupTrees("kubepods", secondCgroupNS); err != nil {
 		errs = append(errs, err)
 	}
 	created := slices.Clone(st.Created)
@@ -157,13 +161,17 @@ func netnsEntries() []string {
 	return out
 }
 
-// removeCgroups removes the cgroups kubelet created (kubepods, with its QoS and pod children),
-// deepest first, in every cgroup v1 hierarchy and in the unified one.
-func removeCgroups() error {
-	var dirs []string
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
-	if exists("/sys/fs/cgroup/kubepods") {
-		roots = append(roots, "/sys/fs/cgroup/kubepods")
+// removeCgroupTrees removes the cgroups of the rig's kubelets (kubepods with its QoS and pod
+// children, the second node's root with its kubepods), deepest first, in every cgroup v1
+// hierarchy and in the unified one: the trees named names at the top of each hierarchy.
+func removeCgroupTrees(names ...string) error {
+	var dirs, roots []string
+	for _, name := range names {
+		found, _ := filepath.Glob("/sys/fs/cgroup/*/" + name)
+		roots = append(roots, found...)
+		if exists("/sys/fs/cgroup/" + name) {
+			roots = append(roots, "/sys/fs/cgroup/"+name)
+		}
 	}
 	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -194,6 +202,9 @@ func copyLogs(dir string) error {
 	}
 	if exists(podLogsDir) {
 		_ = exec.Command("cp", "-a", podLogsDir, filepath.Join(dir, "pods")).Run()
+	}
+	if n := secondNode(); exists(n.podLogsDir) {
+		_ = exec.Command("cp", "-a", n.podLogsDir, filepath.Join(dir, "pods"+n.suffix)).Run()
 	}
 	return nil
 }

@@ -163,17 +163,24 @@ func (u *upper) buildImages() error {
 // importImages imports the archives into containerd's k8s.io namespace (what the CRI uses),
 // unpacked for its snapshotter, and removes the archives.
 func (u *upper) importImages(ctx context.Context) error {
+	return u.importImagesInto(ctx, firstNode())
+}
+
+// importImagesInto imports the archives into node n's containerd and removes them.
+func (u *upper) importImagesInto(_ context.Context, n *node) error {
 	imgs, err := u.images()
 	if err != nil {
 		return err
 	}
 	for _, img := range imgs {
 		p := archivePath(img.ref)
-		if err := run(Ctr("images", "import", "--no-unpack=false", p)...); err != nil {
+		if err := run(ctrAt(n.containerdSocket, "images", "import", "--no-unpack=false", p)...); err != nil {
 			return err
 		}
 		_ = os.Remove(p)
-		u.state.Images = append(u.state.Images, img.ref)
+		if !slices.Contains(u.state.Images, img.ref) {
+			u.state.Images = append(u.state.Images, img.ref)
+		}
 	}
 	return u.state.save()
 }

@@ -19,7 +19,7 @@ import (
 
 // tokens are the static bearer tokens of the rig's users (kube-apiserver --token-auth-file).
 type tokens struct {
-	Admin, Kubelet string
+	Admin, Kubelet, SecondKubelet string
 }
 
 // writePKI creates the cluster CA, kube-apiserver's serving certificate (for NodeIP, the
@@ -75,12 +75,18 @@ func writePKI() (tokens, error) {
 	if err := writePEM(filepath.Join(pkiDir, "sa.pub"), "PUBLIC KEY", pub); err != nil {
 		return tok, err
 	}
-	tok.Admin, tok.Kubelet = randomToken(), randomToken()
-	csv := fmt.Sprintf("%s,admin,admin,system:masters\n%s,system:node:%s,kubelet,system:nodes\n", tok.Admin, tok.Kubelet, NodeName)
+	tok.Admin, tok.Kubelet, tok.SecondKubelet = randomToken(), randomToken(), randomToken()
+	// The second node's kubelet identity exists from the start (the token file is read once),
+	// unused until AddNode brings that node up.
+	csv := fmt.Sprintf("%s,admin,admin,system:masters\n%s,system:node:%s,kubelet,system:nodes\n%s,system:node:%s,kubelet-b,system:nodes\n",
+		tok.Admin, tok.Kubelet, NodeName, tok.SecondKubelet, SecondNodeName)
 	if err := os.WriteFile(filepath.Join(pkiDir, "tokens.csv"), []byte(csv), 0o600); err != nil {
 		return tok, err
 	}
 	if err := writeKubeconfig(kubeconfigPath, "admin", tok.Admin, caDER); err != nil {
+		return tok, err
+	}
+	if err := writeKubeconfig(secondNode().kubeconfig, "kubelet-b", tok.SecondKubelet, caDER); err != nil {
 		return tok, err
 	}
 	return tok, writeKubeconfig(kubeletKubeconfig, "kubelet", tok.Kubelet, caDER)

@@ -30,6 +30,16 @@ type daemon struct {
 // rigctl that started it, with its output in logDir/<name>.log, and records it in the state
 // before returning.
 func (u *upper) startDaemon(name string, argv []string, env ...string) (*daemon, error) {
+	return u.startDaemonIn(nil, name, argv, env...)
+}
+
+// startDaemonIn is startDaemon on node n (nil: the first node, whose namespaces are this
+// process's): argv runs in the node's namespaces, and its name gets the node's suffix. The
+// recorded program is argv[0]'s (nsenter executes it in place, so the pid stays).
+func (u *upper) startDaemonIn(n *node, name string, argv []string, env ...string) (*daemon, error) {
+	if n != nil {
+		name += n.suffix
+	}
 	logPath := filepath.Join(logDir, name+".log")
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -41,6 +51,9 @@ func (u *upper) startDaemon(name string, argv []string, env ...string) (*daemon,
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	cmd := exec.Command(exe, argv[1:]...)
+	if n != nil && len(n.enter) > 0 {
+		cmd = exec.Command(n.enter[0], append(append(n.enter[1:], exe), argv[1:]...)...)
+	}
 	cmd.Env = append(append([]string(nil), baseEnv...), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -177,6 +190,12 @@ func inNetNS(pid int, ino uint64) bool {
 func inKubepods(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	return err == nil && bytes.Contains(b, []byte("/kubepods"))
+}
+
+// inCgroupPath reports whether pid's cgroup path, in some hierarchy, contains part.
+func inCgroupPath(pid int, part []byte) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return err == nil && bytes.Contains(b, part)
 }
 
 // exeUnder reports whether pid's program lives below dir.
