@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -59,6 +60,12 @@ type S3Options struct {
 	Versioning bool
 	// TLS serves HTTPS with a fresh self-signed certificate for 127.0.0.1 (see CABundle).
 	TLS bool
+	// DataDir, when set, is the posix back end's directory, kept as it is (a server started
+	// again on the data of an earlier one: the VM rig's reboot); else a fresh one.
+	DataDir string
+	// Addr, when set, is the loopback address to listen on (one attempt, no other port: the
+	// endpoint a mount recorded before a reboot); else a free port.
+	Addr string
 }
 
 const (
@@ -88,7 +95,7 @@ func StartS3With(t TB, o S3Options) *S3Server {
 		Region:    "us-east-1",
 		AccessKey: "testaccess",
 		SecretKey: "testsecret123",
-		DataDir:   filepath.Join(base, "data"),
+		DataDir:   cmp.Or(o.DataDir, filepath.Join(base, "data")),
 		opts:      o,
 		logPath:   filepath.Join(base, "versitygw.log"),
 	}
@@ -128,11 +135,14 @@ func StartS3With(t TB, o S3Options) *S3Server {
 	// it; retry with a new port when versitygw exits early.
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("pick a free port: %v", err)
+		addr := o.Addr
+		if addr == "" {
+			port, err := freePort()
+			if err != nil {
+				t.Fatalf("pick a free port: %v", err)
+			}
+			addr = fmt.Sprintf("127.0.0.1:%d", port)
 		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		args := append([]string{"--port", addr, "--health", "/health"}, extra...)
 		if o.IAM {
 			adminPort, err := freePort()
@@ -166,7 +176,7 @@ func StartS3With(t TB, o S3Options) *S3Server {
 			return s
 		}
 		stopProcess(t, cmd.Process, exited, s.logPath)
-		if !errors.Is(lastErr, errExitedEarly) {
+		if !errors.Is(lastErr, errExitedEarly) || o.Addr != "" {
 			break
 		}
 	}

@@ -127,7 +127,9 @@ func Boot(o Options, bootTimeout time.Duration) (*VM, error) {
 	}
 	args := append(accel,
 		"-smp", "1", "-m", fmt.Sprint(o.MemoryMiB), "-nodefaults", "-vga", "none", "-display", "none",
-		"-no-reboot", "-nic", "none",
+		// No -no-reboot: a guest reboot (Reboot) stays in this qemu process, so the snapshot
+		// disk keeps what the guest wrote before it, as a node's disk does.
+		"-nic", "none",
 		"-kernel", filepath.Join(o.Image.Dir, "vmlinuz"), "-initrd", filepath.Join(o.Image.Dir, "initrd.img"),
 		"-append", strings.TrimSpace(string(cmdline)),
 		"-drive", "file="+filepath.Join(o.Image.Dir, "disk.img")+",if=virtio,format=raw,snapshot=on",
@@ -259,6 +261,48 @@ func (v *VM) Run(ctx context.Context, argv []string, env ...string) (Result, err
 	case <-v.done:
 		return Result{}, errors.New("qemu exited")
 	}
+}
+
+// Reboot reboots the guest as an operator reboots a node (systemctl reboot: PID 1 stops every
+// unit, unmounts, and the kernel restarts) and waits, up to timeout, until the agent of the new
+// boot (another /proc/sys/kernel/random/boot_id) answers. It returns how long that took.
+func (v *VM) Reboot(timeout time.Duration) (float64, error) {
+	before, err := v.bootID(30 * time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("boot ID before the reboot: %w", err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	r, err := v.Run(ctx, []string{"systemctl", "--no-block", "reboot"})
+	cancel()
+	// The answer can be lost when the agent stops first; an answer must be a success.
+	if err == nil && r.Exit != 0 {
+		return 0, fmt.Errorf("systemctl reboot: exit %d: %s%s", r.Exit, r.Stdout, r.Stderr)
+	}
+	for deadline := start.Add(timeout); time.Now().Before(deadline); {
+		if id, err := v.bootID(2 * time.Second); err == nil && id != before {
+			return time.Since(start).Seconds(), nil
+		}
+		select {
+		case <-v.done:
+			return 0, errors.New("qemu exited during the reboot (see console.log)")
+		case <-time.After(time.Second):
+		}
+	}
+	return 0, fmt.Errorf("no answer from the guest's next boot within %v", timeout)
+}
+
+func (v *VM) bootID(timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	r, err := v.Run(ctx, []string{"cat", "/proc/sys/kernel/random/boot_id"})
+	if err != nil {
+		return "", err
+	}
+	if r.Exit != 0 {
+		return "", fmt.Errorf("cat boot_id: exit %d %s", r.Exit, r.Stderr)
+	}
+	return strings.TrimSpace(string(r.Stdout)), nil
 }
 
 // RSSKiB returns qemu's resident set size (VmHWM: its peak) in KiB, or 0 when unknown.

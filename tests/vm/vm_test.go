@@ -133,12 +133,12 @@ func tailFile(path string) {
 // runGuestTest runs one test of tests/vm/guest inside the guest and fails t with its output
 // unless it passed. A guest test that was not found or skipped counts as a failure: each host
 // test exists to see its guest test pass.
-func runGuestTest(t *testing.T, name string, timeout time.Duration) {
+func runGuestTest(t *testing.T, name string, timeout time.Duration, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	r, err := guest.Run(ctx, []string{"/opt/s3csi/guest.test", "-test.run", "^" + name + "$", "-test.v", "-test.timeout", timeout.String()},
-		"S3CSI_VM_GUEST=1", harness.BinDirEnv+"=/opt/s3csi", "TMPDIR=/var/tmp")
+		append([]string{"S3CSI_VM_GUEST=1", harness.BinDirEnv + "=/opt/s3csi", "TMPDIR=/var/tmp"}, env...)...)
 	if err != nil {
 		t.Fatalf("run %s in the guest: %v", name, err)
 	}
@@ -190,4 +190,22 @@ func TestCredentialsOnUnitRamfs(t *testing.T) {
 
 func TestCPULimitThroughPID1(t *testing.T) {
 	runGuestTest(t, "TestCPULimitThroughPID1", 10*time.Minute)
+}
+
+// TestRebootWithLiveMount reboots the guest, a node's real reboot, with a systemd-mode mount of
+// PID 1 live on it: TestRebootBefore publishes and writes, the guest reboots (systemctl reboot;
+// the disk keeps what was written), and TestRebootAfter sees the unit, the mount and the
+// credential files gone, the record kept, and kubelet's republish of the same target serve the
+// data again, then unpublish leave nothing. It runs last: the reboot ends every process the
+// other tests might have left.
+func TestRebootWithLiveMount(t *testing.T) {
+	env := "S3CSI_VM_REBOOT_DIR=/var/lib/s3csi-vm-reboot" // guest.RebootDirEnv
+	runGuestTest(t, "TestRebootBefore", 5*time.Minute, env)
+	secs, err := guest.Reboot(10 * time.Minute)
+	if err != nil {
+		t.Fatalf("reboot the guest: %v", err)
+	}
+	t.Logf("the guest rebooted: its agent answered %.1f s after systemctl reboot", secs)
+	fmt.Printf("vm rig: reboot to the agent's answer %.1f s\n", secs)
+	runGuestTest(t, "TestRebootAfter", 10*time.Minute, env)
 }

@@ -190,10 +190,16 @@ func TestMemoryMaxKillsUnit(t *testing.T) {
 // journalOf returns the unit's journal (messages only), syncing journald first.
 func journalOf(t *testing.T, unit string) string {
 	t.Helper()
+	return journal(t, "-u", unit)
+}
+
+// journal runs journalctl with the matches given (messages only), syncing journald first.
+func journal(t *testing.T, matches ...string) string {
+	t.Helper()
 	_ = exec.Command("journalctl", "--sync").Run()
-	out, err := exec.Command("journalctl", "--no-pager", "-o", "cat", "-u", unit).CombinedOutput()
+	out, err := exec.Command("journalctl", append([]string{"--no-pager", "-o", "cat"}, matches...)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("journalctl -u %s: %v\n%s", unit, err, out)
+		t.Fatalf("journalctl %s: %v\n%s", strings.Join(matches, " "), err, out)
 	}
 	return string(out)
 }
@@ -203,8 +209,15 @@ func journalOf(t *testing.T, unit string) string {
 // as a transient unit of PID 1 in s3csi.slice, with the volume's memory limit as the unit's
 // MemoryMax in its cgroup; data written through the mount reaches the bucket; mount-s3's log
 // is in the unit's journal (docs/logging.md); NodeUnpublishVolume unmounts and the unit goes.
+//
+// The unit's confinement is checked where it takes effect, on the running mount-s3 (what PID 1
+// applied, not what was asked): no capability in any set, no_new_privs, a seccomp filter, the
+// driver's own user in every uid; its credential files (the chart's directory) on a tmpfs, 0750
+// and 0640, root's and that user's group, and the secret in no file below the kubelet directory
+// or the cache directory (the node's disk); after unpublish, neither its credentials nor its
+// cache are left.
 func TestPublishThroughPID1(t *testing.T) {
-	s3, kubelet, drv := startNode(t, "vm-bucket")
+	s3, kubelet, drv := startNode(t, "vm-bucket", "--systemd-credentials-dir="+chartCredentialsDir, "--systemd-cache-dir="+chartCacheDir)
 	target := harness.TargetPath(t, kubelet, "pod-vm", "pv-vm")
 	limit := mountresources.MinMemoryLimit
 	req := publishRequest(target, "vm-bucket", "vol-vm-bucket")
@@ -236,10 +249,23 @@ func TestPublishThroughPID1(t *testing.T) {
 			t.Errorf("%s memory.max = %q (%v), want %d (the volume's %s limit)", unit, bytes.TrimSpace(b), err, limit.Value(), limit.String())
 		}
 	}
-	if j := journalOf(t, unit); strings.TrimSpace(j) == "" {
-		t.Errorf("journalctl -u %s is empty: mount-s3's log did not reach the unit's journal", unit)
-	} else {
-		t.Logf("journalctl -u %s:\n%s", unit, j)
+	// mount-s3's own lines (syslog identifier mount-s3), not systemd's Starting/Started ones, in
+	// both places docs/logging.md names.
+	for _, args := range [][]string{{"-u", unit, "-t", "mount-s3"}, {"-t", "mount-s3"}} {
+		j := journal(t, args...)
+		if !strings.Contains(j, "vm-bucket") {
+			t.Errorf("journalctl %s has no line of mount-s3 about its bucket:\n%s", strings.Join(args, " "), j)
+		}
+	}
+	t.Logf("journalctl -u %s:\n%s", unit, journalOf(t, unit))
+	id := strings.TrimSuffix(strings.TrimPrefix(unit, "mount-s3-"), ".service")
+	checkConfined(t, (&pid1{t: t}).mainPID(unit))
+	creds := filepath.Join(chartCredentialsDir, id)
+	checkCredentialFiles(t, creds)
+	for _, dir := range []string{kubelet, chartCacheDir} {
+		if f := fileHolding(t, dir, s3.SecretKey); f != "" {
+			t.Errorf("the secret key is in %s, on the node's disk", f)
+		}
 	}
 
 	if _, err := drv.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: req.VolumeId, TargetPath: target}); err != nil {
@@ -255,6 +281,11 @@ func TestPublishThroughPID1(t *testing.T) {
 	for _, u := range units {
 		if u.ActiveState != "inactive" {
 			t.Errorf("unit %s left %s after unpublish", u.Name, u.ActiveState)
+		}
+	}
+	for _, p := range []string{creds, filepath.Join(chartCacheDir, id)} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is left after unpublish (%v)", p, err)
 		}
 	}
 }
