@@ -14,3 +14,11 @@ func run(string, bool, bool, time.Duration) error {
 func bindTwice(string, string, bool) error {
 	return errors.New("scality-fuse-helper runs on Linux only")
 }
+
+func enterManagerNamespace() error {
+	return errors.New("scality-fuse-helper runs on Linux only")
+}
+
+func unmountStale(string) error {
+	return errors.New("scality-fuse-helper runs on Linux only")
+}

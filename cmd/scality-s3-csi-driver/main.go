@@ -128,6 +128,7 @@ func run(ctx context.Context, o pluginoptions.Options) error {
 		SecretScope:           o.SecretScope,
 		SystemdCredentialsDir: o.CredentialsDir,
 		MountS3User:           o.MountS3User,
+		ProtectSystem:         o.ProtectSystem,
 		SystemdCacheDir:       o.CacheDir,
 		MountResources:        o.MountResources,
 		Proxy:                 o.Proxy,

@@ -70,9 +70,12 @@ func (m *Mounter) useHandover(ctx context.Context) bool {
 	h.known, h.version = true, strings.Trim(version, `"`)
 	h.ok = majorVersion(h.version) >= minHandoverVersion
 	if h.ok {
-		klog.InfoS("mount-s3 units get their FUSE connection from scality-fuse-helper and run without capabilities", "systemd", h.version, "helper", m.cfg.FuseHelperPath)
+		klog.InfoS("mount-s3 units get their FUSE connection from scality-fuse-helper and run without capabilities", "systemd", h.version, "helper", m.cfg.FuseHelperPath, "protectSystem", m.cfg.ProtectSystem)
 	} else {
 		klog.InfoS("systemd is too old for the descriptor hand-over; mount-s3 mounts FUSE itself, holding CAP_SYS_ADMIN", "systemd", h.version, "needs", minHandoverVersion)
+		if m.cfg.ProtectSystem {
+			klog.InfoS("--mount-s3-protect-system needs the descriptor hand-over: mount units run without a mount namespace of their own", "systemd", h.version)
+		}
 	}
 	return h.ok
 }

@@ -79,6 +79,10 @@ type Config struct {
 	// (user.go), created on the host when missing; it needs CredentialsDir and CacheDir. Empty:
 	// root (without capabilities).
 	MountS3User string
+	// ProtectSystem gives each mount unit with the descriptor hand-over a mount namespace of its
+	// own (protect.go): the node's file systems read-only but for the mount's cache, a private
+	// /tmp and /dev. Ignored without the hand-over (mount-s3 mounts FUSE itself then).
+	ProtectSystem bool
 	// CacheDir holds one cache directory per mount whose mount-s3 runs as MountS3User (the
 	// state directory is out of its reach); it must not be on a tmpfs. Mounts run as root keep
 	// their cache in their state directory.
@@ -346,6 +350,12 @@ func (m *Mounter) newRecord(req mounter.Request) record {
 func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit string, stagingGone bool) error {
 	var pre [][]string
 	staging := m.stagingDir(rec.Target)
+	hand := m.useHandover(ctx)
+	if rec.RunAs != nil && !hand {
+		// Its files are its user's; as root without the hand-over's helper it could not mount.
+		return fmt.Errorf("%w: the mount at %s runs mount-s3 as user %s, which needs the descriptor hand-over, and systemd's version could not be read", mounter.ErrUnavailable, rec.Target, rec.RunAs.Name)
+	}
+	protect := hand && m.cfg.ProtectSystem
 	mounted := 0
 	if !stagingGone {
 		var err error
@@ -355,20 +365,20 @@ func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit strin
 	}
 	if mounted > 0 {
 		for range mounted {
-			pre = append(pre, []string{m.cfg.UmountPath, "-f", "-l", staging})
+			if protect {
+				// umount(8) would only unmount the unit's copy of the mount.
+				pre = append(pre, []string{m.cfg.FuseHelperPath, "umount", "--in-manager-namespace", staging})
+			} else {
+				pre = append(pre, []string{m.cfg.UmountPath, "-f", "-l", staging})
+			}
 		}
 	} else if err := os.MkdirAll(staging, 0o700); err != nil {
 		return fmt.Errorf("create the staging directory: %w", err)
 	}
-	hand := m.useHandover(ctx)
-	if rec.RunAs != nil && !hand {
-		// Its files are its user's; as root without the hand-over's helper it could not mount.
-		return fmt.Errorf("%w: the mount at %s runs mount-s3 as user %s, which needs the descriptor hand-over, and systemd's version could not be read", mounter.ErrUnavailable, rec.Target, rec.RunAs.Name)
-	}
 	var post [][]string
 	if hand {
-		pre = append(pre, m.helperCommand(rec.Args, staging)) // mounts, private, hands over
-		post = append(post, m.helperBindCommand(staging, rec.Target, rec.ReadOnly))
+		pre = append(pre, inManager(m.helperCommand(rec.Args, staging), protect)) // mounts, private, hands over
+		post = append(post, inManager(m.helperBindCommand(staging, rec.Target, rec.ReadOnly), protect))
 	} else {
 		post = append(post, []string{m.cfg.MountPath, "--no-canonicalize", "--make-private", staging})
 		for range 2 {
@@ -378,7 +388,7 @@ func (m *Mounter) startRecorded(ctx context.Context, rec record, dir, unit strin
 			}
 		}
 	}
-	return m.startUnit(ctx, rec, dir, unit, staging, pre, post, hand)
+	return m.startUnit(ctx, rec, dir, unit, staging, pre, post, hand, protect)
 }
 
 // repairStacked replaces the dead mount-s3 mount at rec.Target by a new one stacked on top of
@@ -432,7 +442,7 @@ func (m *Mounter) killUnit(ctx context.Context, unit string) {
 // startUnit starts rec's mount unit with mount-s3 mounting at mountpoint (or, with hand, serving
 // the connection scality-fuse-helper mounted there), the pre and post commands around it, and
 // checks that the mount at the target answers.
-func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoint string, pre, post [][]string, hand bool) error {
+func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoint string, pre, post [][]string, hand, protect bool) error {
 	argv := append(append([]string{m.cfg.MountS3Path}, rec.Args...), rec.Bucket, mountpoint)
 	if hand {
 		argv = append(append([]string{m.cfg.MountS3Path}, handoverArgs(rec.Args)...), rec.Bucket, fmt.Sprintf("/dev/fd/%d", handoverFD))
@@ -441,6 +451,7 @@ func (m *Mounter) startUnit(ctx context.Context, rec record, dir, unit, mountpoi
 		description: fmt.Sprintf("mount-s3 for S3 CSI volume %s at %s", rec.VolumeID, rec.Target),
 		kind:        "forking",
 		handover:    hand,
+		protect:     protect,
 		user:        rec.RunAs,
 		argv:        argv,
 		env:         rec.Env,

@@ -63,6 +63,8 @@ type unitSpec struct {
 	// the FUSE connection scality-fuse-helper (in pre) hands over, and the unit's own processes
 	// (mount-s3) get no capability (handover.go).
 	handover bool
+	// protect gives the unit a mount namespace of its own (protect.go; only with handover).
+	protect bool
 	// user runs the unit's own processes (mount-s3, not its "+" commands) as a dedicated user
 	// (nil: root); fullPrivileges leaves the sandbox out (the oneshot that creates that user).
 	user           *runAs
@@ -137,6 +139,9 @@ func (u unitSpec) properties() []sd.Property {
 			sd.Property{Name: "NotifyAccess", Value: dbus.MakeVariant("all")})
 	}
 	props = append(props, sandbox...)
+	if u.protect && u.handover {
+		props = append(props, protectProperties(writablePaths(u.argv))...)
+	}
 	props = append(props, u.user.properties()...)
 	if u.slice != "" {
 		props = append(props, sd.PropSlice(u.slice))

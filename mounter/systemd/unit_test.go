@@ -83,6 +83,23 @@ func TestPropertiesGolden(t *testing.T) {
 	for _, p := range user.properties() {
 		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
 	}
+	// With --mount-s3-protect-system: a mount namespace (only the cache writable), the helper's
+	// commands entering the manager's namespace.
+	prot := user
+	prot.protect = true
+	prot.argv = []string{"/opt/mountpoint-s3-csi/bin/mount-s3", "--allow-root", "--cache=/var/cache/s3.csi.scality.com/abc", "bucket", "/dev/fd/3"}
+	prot.pre = [][]string{{"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "umount", "--in-manager-namespace", "/staging/abc"}, {"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "mount", "--in-manager-namespace", "--allow-other", "/staging/abc"}}
+	prot.post = [][]string{{"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "bind", "--in-manager-namespace", "/staging/abc", "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"}}
+	b.WriteString("---\n")
+	for _, p := range prot.properties() {
+		fmt.Fprintf(&b, "%s=%s\n", p.Name, p.Value.String())
+	}
+	// protect without the hand-over: no namespace (mount-s3's own mount would stay in it).
+	for _, p := range (unitSpec{protect: true, argv: []string{"/m", "--cache=/c", "b", "/t"}}).properties() {
+		if p.Name == "ProtectSystem" || p.Name == "ReadWritePaths" || p.Name == "PrivateTmp" {
+			t.Errorf("a unit without the hand-over got %s", p.Name)
+		}
+	}
 	// The oneshot that makes sure the user exists: no sandbox (it may write /etc/shadow).
 	ensure := unitSpec{description: "Make sure the user exists", kind: "oneshot", fullPrivileges: true, logFile: "/state/.mount-s3-user.log", timeout: time.Minute,
 		argv: []string{"/opt/mountpoint-s3-csi/bin/scality-fuse-helper", "ensure-user", "--ids-file", "/state/.mount-s3-user", "s3csi-mount"}}
@@ -678,5 +695,22 @@ func TestHandoverArgs(t *testing.T) {
 		if got := m.helperCommand(c.args, "/st"); !slices.Equal(got, c.want) {
 			t.Errorf("helperCommand(%v) = %v, want %v", c.args, got, c.want)
 		}
+	}
+}
+
+func TestWritablePathsAndInManager(t *testing.T) {
+	args := []string{"--allow-root", "--cache=/var/cache/s3.csi.scality.com/abc", "--cache=relative", "--max-cache-size=512", "--uid=1000"}
+	if got, want := writablePaths(args), []string{"/var/cache/s3.csi.scality.com/abc"}; !slices.Equal(got, want) {
+		t.Errorf("writablePaths = %v, want %v (only the driver's absolute cache directory)", got, want)
+	}
+	if got := writablePaths([]string{"--allow-root"}); got != nil {
+		t.Errorf("writablePaths without a cache = %v, want none", got)
+	}
+	cmd := []string{"/h", "bind", "--read-only", "/s", "/t"}
+	if got, want := inManager(cmd, true), []string{"/h", "bind", "--in-manager-namespace", "--read-only", "/s", "/t"}; !slices.Equal(got, want) {
+		t.Errorf("inManager = %v, want %v", got, want)
+	}
+	if got := inManager(cmd, false); !slices.Equal(got, cmd) {
+		t.Errorf("inManager without protection = %v, want %v", got, cmd)
 	}
 }

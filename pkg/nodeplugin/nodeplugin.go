@@ -121,6 +121,9 @@ type Config struct {
 	// MountS3User is the system user systemd mode runs mount-s3 as (systemd.Config.MountS3User;
 	// empty: root) and SystemdCacheDir where those mounts keep their caches.
 	MountS3User, SystemdCacheDir string
+	// ProtectSystem gives each systemd-mode mount unit a mount namespace of its own
+	// (systemd.Config.ProtectSystem).
+	ProtectSystem bool
 	// MountResources are mount-s3's default requests and limits (systemd mode applies them to
 	// each unit; a volume's attributes override them).
 	MountResources corev1.ResourceRequirements
@@ -167,6 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 			StagingDir:     filepath.Join(cfg.KubeletPath, "plugins", version.DriverName+"-staging"),
 			CredentialsDir: cfg.SystemdCredentialsDir,
 			MountS3User:    cfg.MountS3User,
+			ProtectSystem:  cfg.ProtectSystem,
 			CacheDir:       cfg.SystemdCacheDir,
 			StartTimeout:   cfg.MountTimeout,
 			MaxCacheMiB:    cfg.SystemdMaxCacheMiB,

@@ -53,6 +53,7 @@ type Options struct {
 	CredentialsDir string
 	MountS3User    string
 	CacheDir       string
+	ProtectSystem  bool
 	// mount-s3's default resources (systemd mode) and the node-wide cap of its slice, as
 	// given, then as parsed by validate.
 	ResourceFlags  map[string]*string
@@ -124,6 +125,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SliceCPULimit, "systemd-slice-cpu-limit", "", "systemd mount mode: CPU quota of s3csi.slice, in CPUs (a Kubernetes quantity such as 2 or 1500m; empty: none)")
 	fs.StringVar(&o.CredentialsDir, "systemd-credentials-dir", "", "systemd mount mode: host directory (a tmpfs such as /run/s3.csi.scality.com, seen by the plugin at the same path) holding each mount's credential files, so they never reach the node's disk and a reboot clears them; empty: each mount's state directory, as earlier releases (and their charts, which do not mount such a directory) do")
 	fs.StringVar(&o.MountS3User, "mount-s3-user", "", "systemd mount mode, with the descriptor hand-over (--fuse-helper-path): the system user mount-s3 runs as, created on the host (systemd-sysusers, else useradd) when missing; it reads its mount's files in --systemd-credentials-dir and writes its cache in --systemd-cache-dir, both required with it; empty: root, without capabilities")
+	fs.BoolVar(&o.ProtectSystem, "mount-s3-protect-system", false, "systemd mount mode, with the descriptor hand-over (--fuse-helper-path): each mount unit gets a mount namespace of its own in which the node's file systems are read-only but for the mount's cache (ProtectSystem=strict), with a private /tmp and /dev, no /home and the kernel protections; it costs kernel memory for a copy of the node's mount table per unit, so leave it off on nodes with hundreds of mounts (docs/security.md)")
 	fs.StringVar(&o.CacheDir, "systemd-cache-dir", "", "systemd mount mode: host directory on disk (e.g. /var/cache/s3.csi.scality.com, seen by the plugin at the same path) holding the cache directory of each mount whose mount-s3 runs as --mount-s3-user; empty: the mount's state directory, which only root can reach")
 	fs.StringVar(&o.MountS3Path, "mount-s3-path", "/opt/mountpoint-s3-csi/bin/mount-s3", "host path of the mount-s3 binary (systemd mount mode)")
 	fs.StringVar(&o.FuseHelperPath, "fuse-helper-path", "auto", "systemd mount mode: host path of scality-fuse-helper (install-mp copies it next to mount-s3): each mount unit gets its FUSE connection from it and runs mount-s3 without any capability, on systemd 246 or later; auto: next to --mount-s3-path; empty: mount-s3 mounts FUSE itself, holding CAP_SYS_ADMIN")
@@ -206,6 +208,21 @@ func (o *Options) Validate() error {
 		}
 		if o.CredentialsDir == "" || o.CacheDir == "" {
 			errs = append(errs, errors.New("--mount-s3-user needs --systemd-credentials-dir and --systemd-cache-dir (Helm sets both), or leave it empty to run mount-s3 as root"))
+		}
+	}
+	if o.ProtectSystem {
+		if o.FuseHelperPath == "" {
+			errs = append(errs, errors.New("--mount-s3-protect-system needs the descriptor hand-over: set --fuse-helper-path (auto: next to --mount-s3-path), or leave --mount-s3-protect-system off"))
+		}
+		for _, f := range []struct{ flag, path string }{
+			{"--kubelet-path", o.KubeletPath}, {"--mount-s3-path", o.MountS3Path}, {"--fuse-helper-path", o.FuseHelper()},
+			{"--systemd-credentials-dir", o.CredentialsDir}, {"--systemd-cache-dir", o.CacheDir},
+		} {
+			for _, hidden := range systemd.HiddenByProtection {
+				if f.path == hidden || strings.HasPrefix(f.path, hidden+"/") {
+					errs = append(errs, fmt.Errorf("%s %q is below %s, which a mount unit with --mount-s3-protect-system sees empty (PrivateTmp, ProtectHome): move it elsewhere on the host, or leave --mount-s3-protect-system off", f.flag, f.path, hidden))
+				}
+			}
 		}
 	}
 	values := map[string]string{}

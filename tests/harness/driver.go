@@ -202,7 +202,14 @@ func CleanupMounts(t TB, dir string) {
 // run processes as other users) and removes it in t.Cleanup.
 func NewKubeletDir(t TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "kubelet-")
+	return NewKubeletDirIn(t, "")
+}
+
+// NewKubeletDirIn is NewKubeletDir in parent ("": the temporary directory): a unit with a
+// private /tmp (--mount-s3-protect-system) cannot see one below /tmp.
+func NewKubeletDirIn(t TB, parent string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(parent, "kubelet-")
 	if err != nil {
 		t.Fatalf("kubelet dir: %v", err)
 	}

@@ -147,7 +147,12 @@ func (s *Systemd) start() {
 	defer log.Close()
 	// The manager sees a copy of /etc (EtcDir), so that the user the driver creates for mount-s3
 	// (--mount-s3-user) is added to the copy and never to this machine's /etc/passwd.
-	script := fmt.Sprintf("mount --bind %s /etc && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user", s.EtcDir)
+	// In that fresh /run/systemd, the nodes a node's PID 1 makes at boot in
+	// /run/systemd/inaccessible: a manager running as root mounts them over what a unit must not
+	// reach (ProtectHome, ProtectKernelLogs, InaccessiblePaths), and fails such a unit (226/NAMESPACE)
+	// without them.
+	inaccessible := "mkdir -p /run/systemd/inaccessible && cd /run/systemd/inaccessible && mkdir -m 0 dir && touch reg && chmod 0 reg && mknod -m 0 chr c 0 0 && mknod -m 0 blk b 0 0 && mkfifo -m 0 fifo && cd /"
+	script := fmt.Sprintf("mount --bind %s /etc && mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system && %s && exec /lib/systemd/systemd --user", s.EtcDir, inaccessible)
 	for _, p := range s.cgroupProcs {
 		script = fmt.Sprintf("echo $$ > %s && %s", p, script)
 	}
@@ -199,6 +204,9 @@ func (s *Systemd) stop(sig syscall.Signal) {
 // first (their processes get SIGTERM), SIGKILL leaves their processes orphaned. Start brings a
 // fresh manager up on the same socket.
 func (s *Systemd) Stop(sig syscall.Signal) { s.stop(sig) }
+
+// PID is the manager's process id (while it runs).
+func (s *Systemd) PID() int { return s.cmd.Process.Pid }
 
 // Signal sends sig to the manager (SIGSTOP: a manager that accepts connections and never
 // answers; SIGCONT resumes it).
