@@ -112,6 +112,17 @@ func agreeCases(t *testing.T) []agreeCase {
 	for v, ok := range map[string]bool{"s3csi-mount": true, "_s3": true, "\"\"": true, "root": false, "\"0\"": false, "\"1000\"": false, "S3": false, "a-very-long-user-name-of-32-chars": false, "../x": false} {
 		add(ok, "mountS3User "+v, "node:\n  mountS3User: "+v+"\n", "--mount-s3-user="+unquote(v))
 	}
+	// node.mountS3ProtectSystem: --mount-s3-protect-system, refused with paths its units do
+	// not see (with node.kubeletPath: --kubelet-path, node.mountS3InstallDir: --mount-s3-path).
+	add(true, "mountS3ProtectSystem true", "node:\n  mountS3ProtectSystem: true\n", "--mount-s3-protect-system")
+	add(true, "mountS3ProtectSystem false", "node:\n  mountS3ProtectSystem: false\n")
+	add(false, "mountS3ProtectSystem yes", "node:\n  mountS3ProtectSystem: \"yes\"\n", "--mount-s3-protect-system=yes")
+	for _, dir := range []string{"/tmp/kubelet", "/var/tmp", "/home/k", "/root/kubelet", "/run/user/0/kubelet"} {
+		add(false, "mountS3ProtectSystem with kubeletPath "+dir, "node:\n  mountS3ProtectSystem: true\n  kubeletPath: "+dir+"\n", "--mount-s3-protect-system", "--kubelet-path="+dir)
+	}
+	add(true, "kubeletPath /tmp/kubelet without mountS3ProtectSystem", "node:\n  kubeletPath: /tmp/kubelet\n", "--kubelet-path=/tmp/kubelet")
+	add(true, "mountS3ProtectSystem with kubeletPath /tmpfs/kubelet", "node:\n  mountS3ProtectSystem: true\n  kubeletPath: /tmpfs/kubelet\n", "--mount-s3-protect-system", "--kubelet-path=/tmpfs/kubelet")
+	add(false, "mountS3ProtectSystem with mountS3InstallDir /root/bin", "node:\n  mountS3ProtectSystem: true\n  mountS3InstallDir: /root/bin\n", "--mount-s3-protect-system", "--mount-s3-path=/root/bin/mount-s3")
 	// mounter.systemdFallbackAfter: --systemd-fallback-after.
 	for v, ok := range map[string]bool{"1s": true, "45s": true, "90s": true, "1m": true, "1m30s": true, "0s": true, "500ms": true, "90000ms": true, ".5m": true,
 		"91s": false, "1m31s": false, "2m": false, "-1s": false, "30": false, "45 s": false, "1d": false} {

@@ -192,6 +192,10 @@ func TestCPULimitThroughPID1(t *testing.T) {
 	runGuestTest(t, "TestCPULimitThroughPID1", 10*time.Minute)
 }
 
+func TestProtectSystemThroughPID1(t *testing.T) {
+	runGuestTest(t, "TestProtectSystemThroughPID1", 10*time.Minute)
+}
+
 // TestRebootWithLiveMount reboots the guest, a node's real reboot, with a systemd-mode mount of
 // PID 1 live on it: TestRebootBefore publishes and writes, the guest reboots (systemctl reboot;
 // the disk keeps what was written), and TestRebootAfter sees the unit, the mount and the

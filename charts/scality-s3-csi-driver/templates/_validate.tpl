@@ -17,6 +17,15 @@ Called by s3csi.guard, before any template reads a value.
 {{- fail (printf "node.mountS3User %q is not a portable user name (a uid such as 0 is not one; the node plugin creates the user by name): use 1 to 31 of lowercase letters, digits, '_' and '-', starting with a letter or '_', e.g. s3csi-mount" .) -}}
 {{- end -}}
 {{- end -}}
+{{- if $v.node.mountS3ProtectSystem -}}
+{{- range $name, $path := dict "node.kubeletPath" ($v.node.kubeletPath | trimSuffix "/") "node.mountS3InstallDir" ($v.node.mountS3InstallDir | trimSuffix "/") -}}
+{{- range $hidden := list "/tmp" "/var/tmp" "/home" "/root" "/run/user" -}}
+{{- if or (eq $path $hidden) (hasPrefix (printf "%s/" $hidden) $path) -}}
+{{- fail (printf "%s %q is below %s, which a mount-s3 unit with node.mountS3ProtectSystem sees empty (PrivateTmp, ProtectHome): move it elsewhere on the host, or set node.mountS3ProtectSystem to false" $name $path $hidden) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- with $v.mounter.systemdFallbackAfter -}}
 {{- $ns := include "s3csi.durationNs" . -}}
 {{- if or (eq $ns "invalid") (lt (int64 $ns) 0) (gt (int64 $ns) 90000000000) -}}
