@@ -71,4 +71,3 @@ func TestUnitsProtectSystem(t *testing.T) {
 	s.unpublish(target)
 	s.assertClean(target)
 }
-
