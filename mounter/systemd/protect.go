@@ -31,6 +31,16 @@ var HiddenByProtection = []string{"/tmp", "/var/tmp", "/home", "/root", "/run/us
 //   - PrivateTmp: /tmp and /var/tmp of the unit's own, removed when it stops.
 //   - PrivateDevices: /dev with null, zero, full, random, urandom, tty and the /dev/log link to
 //     journald only (no disk, no /dev/fuse: mount-s3 serves a descriptor).
+//   - DeviceAllow=/dev/fuse rw: PrivateDevices also closes the unit's device cgroup (cgroup v2:
+//     a BPF device filter of its cgroup), which binds every process of the unit, "+" commands
+//     included: without it scality-fuse-helper's open of the manager's /dev/fuse fails with EPERM
+//     (seen on PID 1 of the VM rig; a user manager on cgroup v1 has no device controller). mount-s3
+//     still cannot open it: its /dev has no such node and it has no capability to make one.
+//   - ReadOnlyPaths=/run: on systemd 252, ProtectKernelTunables or ProtectControlGroups leave
+//     /run and /run/lock writable under ProtectSystem=strict (seen on PID 1 of the VM rig, where
+//     the credentials directory is); named again, they are read-only. The sockets mount-s3 and
+//     the helper send to there (journald's /dev/log, the manager's notify socket) still take
+//     messages: a read-only mount refuses writes to files, not to sockets.
 //   - ProtectKernelTunables, ProtectKernelModules, ProtectKernelLogs, ProtectControlGroups,
 //     ProtectClock, ProtectHostname: /proc/sys, /sys and the cgroup tree read-only, no module
 //     loading, no kernel log, no clock or host name changes.
@@ -40,6 +50,8 @@ func protectProperties(writable []string) []sd.Property {
 		{Name: "ProtectHome", Value: dbus.MakeVariant("yes")},
 		{Name: "PrivateTmp", Value: dbus.MakeVariant(true)},
 		{Name: "PrivateDevices", Value: dbus.MakeVariant(true)},
+		{Name: "DeviceAllow", Value: dbus.MakeVariant([]deviceAllow{{Path: "/dev/fuse", Access: "rw"}})},
+		{Name: "ReadOnlyPaths", Value: dbus.MakeVariant([]string{"/run"})},
 		{Name: "ProtectKernelTunables", Value: dbus.MakeVariant(true)},
 		{Name: "ProtectKernelModules", Value: dbus.MakeVariant(true)},
 		{Name: "ProtectKernelLogs", Value: dbus.MakeVariant(true)},
@@ -51,6 +63,13 @@ func protectProperties(writable []string) []sd.Property {
 		props = append(props, sd.Property{Name: "ReadWritePaths", Value: dbus.MakeVariant(writable)})
 	}
 	return props
+}
+
+// deviceAllow is one entry of systemd's DeviceAllow property (D-Bus a(ss)): a device node and
+// the access allowed (r, w, m).
+type deviceAllow struct {
+	Path   string
+	Access string
 }
 
 // writablePaths are the directories mount-s3 writes under args: its cache (the driver's own

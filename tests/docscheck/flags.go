@@ -35,7 +35,7 @@ var flagTables = []flagTable{
 	{bin: "scality-csi-controller", heading: "## `scality-csi-controller`"},
 	{bin: "scality-csi-mounter", heading: "## `scality-csi-mounter`"},
 	{bin: "install-mp", heading: "## `install-mp`"},
-	{bin: "scality-fuse-helper", heading: "## `scality-fuse-helper`", sub: []string{"mount", "bind", "ensure-user"}},
+	{bin: "scality-fuse-helper", heading: "## `scality-fuse-helper`", sub: []string{"mount", "bind", "umount", "ensure-user"}},
 }
 
 // definedFlag is one flag a binary defines, as its -h prints it.

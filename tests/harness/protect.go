@@ -70,8 +70,8 @@ func nsOf(t testing.TB, pid int) string {
 // CheckProtected fails t unless the mount-s3 of process pid runs in a mount namespace of its own
 // (not that of the manager managerPID) in which each property of --mount-s3-protect-system is in
 // effect, seen through /proc/<pid>/root (paths walked in mount-s3's own namespace, as this root
-// with every capability): readOnly (directories of the node, the kubelet and state
-// directories) refuse a write (ProtectSystem=strict) while its cache (its --cache) takes one;
+// with every capability): /usr, /etc, /run, /var/lib and readOnly (the kubelet and state
+// directories, say) refuse a write (ProtectSystem=strict) while its cache (its --cache) takes one;
 // /tmp is not the node's (PrivateTmp); /dev holds neither /dev/fuse nor a disk (PrivateDevices);
 // /root is an empty directory without permissions (ProtectHome); /proc/sys refuses a write
 // (ProtectKernelTunables).
@@ -83,10 +83,10 @@ func CheckProtected(t testing.TB, pid, managerPID int, readOnly ...string) {
 	root := fmt.Sprintf("/proc/%d/root", pid)
 	// ProtectSystem=strict: a root-owned directory of the node, the kubelet directory and the
 	// mount's state directory refuse a write, to root too; the cache takes one.
-	for _, dir := range append([]string{"/usr", "/etc"}, readOnly...) {
+	for _, dir := range append([]string{"/usr", "/etc", "/run", "/var/lib"}, readOnly...) {
 		err := os.WriteFile(filepath.Join(root, dir, "s3csi-protect-probe"), []byte("x"), 0o600)
 		if !errors.Is(err, syscall.EROFS) {
-			t.Errorf("a write in %s in mount-s3's namespace: %v, want EROFS", dir, err)
+			t.Errorf("a write in %s in mount-s3's namespace: %v, want EROFS; mount-s3's mounts there:\n%s", dir, err, mountsOver(pid, dir))
 			_ = os.Remove(filepath.Join(dir, "s3csi-protect-probe"))
 		}
 	}
@@ -169,4 +169,21 @@ func CheckProtected(t testing.TB, pid, managerPID int, readOnly ...string) {
 	if err := os.WriteFile(filepath.Join(root, tunable), v, 0o644); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("a write of %s in mount-s3's namespace: %v, want EROFS", tunable, err)
 	}
+}
+
+// mountsOver are the lines of process pid's mountinfo whose mount point is dir or one of its
+// parents.
+func mountsOver(pid int, dir string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && (f[4] == "/" || dir == f[4] || strings.HasPrefix(dir, f[4]+"/")) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
