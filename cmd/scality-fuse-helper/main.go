@@ -64,7 +64,7 @@ func main() {
 	inManager := fs.Bool("in-manager-namespace", false, "enter the mount namespace of the systemd manager that runs this command before mounting (a unit with a mount namespace of its own)")
 	var readOnly, allowOther *bool
 	var timeout *time.Duration
-	want := 1
+	want, what := 1, "one staging directory expected"
 	switch cmd {
 	case "mount":
 		readOnly = fs.Bool("read-only", false, "mount read-only")
@@ -72,14 +72,14 @@ func main() {
 		timeout = fs.Duration("timeout", 10*time.Second, "how long to wait for systemd to take the descriptor")
 	case "bind":
 		readOnly = fs.Bool("read-only", false, "make each bind read-only")
-		want = 2
+		want, what = 2, "a staging directory and a target expected"
 	case "umount":
 	default:
 		fail(2, usage)
 	}
 	_ = fs.Parse(args)
 	if fs.NArg() != want {
-		fail(2, fmt.Sprintf("scality-fuse-helper %s: %d path(s) expected\n%s", cmd, want, usage))
+		fail(2, fmt.Sprintf("scality-fuse-helper %s: %s\n%s", cmd, what, usage))
 	}
 	if cmd == "umount" && !*inManager {
 		// Without a namespace of the unit's own, the unit runs umount(8) itself.

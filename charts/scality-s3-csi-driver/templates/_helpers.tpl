@@ -362,7 +362,7 @@ controller.serviceAccount.name).
 {{- end -}}
 
 {{/* The digest of this chart's values.yaml (its chartDefaults; tests/helm keeps them equal). */}}
-{{- define "s3csi.chartDefaults" -}}e2ac95eb2cb03c0a{{- end -}}
+{{- define "s3csi.chartDefaults" -}}f5460c4e74f4b465{{- end -}}
 
 {{/*
 Checks every template runs first (each template starts with include "s3csi.guard"), before it
