@@ -90,6 +90,5 @@ func inManager(cmd []string, protect bool) []string {
 	if !protect {
 		return cmd
 	}
-	out := append([]string{cmd[0], cmd[1], "--in-manager-namespace"}, cmd[2:]...)
-	return out
+	return append([]string{cmd[0], cmd[1], "--in-manager-namespace"}, cmd[2:]...)
 }
