@@ -38,8 +38,12 @@ const logFileName = "mount-s3.log"
 
 // unmanagedEnv are variables a unit must never inherit from the service manager's own
 // environment: mount-s3 gets credentials, endpoint, region and proxy only from what the
-// driver sets.
+// driver sets. The UNSTABLE_MOUNTPOINT_ ones change what mount-s3 does to the node
+// (tests/mounts3/CONFORMANCE.md, rows D5, P5, P6): a PID file written at any path, a cache
+// left on the node's disk after the mount, and FUSE channels opened from /dev/fuse, which a
+// protected unit (--mount-s3-protect-system) does not have.
 var unmanagedEnv = append([]string{
+	"UNSTABLE_MOUNTPOINT_PID_FILE", "UNSTABLE_MOUNTPOINT_DISABLE_CACHE_CLEANUP", "UNSTABLE_MOUNTPOINT_CLONE_FUSE_FD",
 	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
 	"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
 	"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION",

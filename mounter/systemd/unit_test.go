@@ -128,7 +128,8 @@ func TestPropertiesGolden(t *testing.T) {
 			unset = p.Value.String()
 		}
 	}
-	for _, key := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+	for _, key := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+		"UNSTABLE_MOUNTPOINT_PID_FILE", "UNSTABLE_MOUNTPOINT_DISABLE_CACHE_CLEANUP", "UNSTABLE_MOUNTPOINT_CLONE_FUSE_FD"} {
 		if !strings.Contains(unset, `"`+key+`"`) {
 			t.Errorf("the unit does not unset %s: UnsetEnvironment=%s", key, unset)
 		}

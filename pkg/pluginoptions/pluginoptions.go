@@ -17,9 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/s3csi/s3-csi-driver/pkg/klogflags"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/mounter/pod"
 	"github.com/s3csi/s3-csi-driver/mounter/systemd"
@@ -306,11 +306,12 @@ func (o *Options) FuseHelper() string {
 
 // Parse parses args (the binary's arguments, without its name) with the flags of AddFlags and
 // validates them: the start-up checks of main, short of reading files and connecting. Flags of
-// klog (-v and the like) are accepted and ignored.
+// klog (-v and the like) are checked as main checks them and change nothing (klogflags): safe
+// for concurrent use.
 func Parse(args []string) (*Options, error) {
 	fs := flag.NewFlagSet("scality-s3-csi-driver", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	klog.InitFlags(fs)
+	klogflags.AddChecked(fs)
 	o := &Options{}
 	o.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {

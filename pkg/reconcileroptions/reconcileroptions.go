@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/s3csi/s3-csi-driver/pkg/klogflags"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/klog/v2"
 
 	"github.com/s3csi/s3-csi-driver/pkg/mountmode"
 	"github.com/s3csi/s3-csi-driver/pkg/mountresources"
@@ -174,11 +174,12 @@ func (o *Options) Config() (reconciler.Config, error) {
 
 // Parse parses args (the binary's arguments, without its name) with the flags of AddFlags and
 // validates them (Config): the start-up checks of main, short of connecting. Flags of klog (-v
-// and the like) are accepted and ignored.
+// and the like) are checked as main checks them and change nothing (klogflags): safe for
+// concurrent use.
 func Parse(args []string) (*Options, reconciler.Config, error) {
 	fs := flag.NewFlagSet("scality-csi-controller", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	klog.InitFlags(fs)
+	klogflags.AddChecked(fs)
 	o := &Options{}
 	o.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
