@@ -38,7 +38,9 @@ var HiddenByProtection = []string{"/tmp", "/var/tmp", "/home", "/root", "/run/us
 //     still cannot open it: its /dev has no such node and it has no capability to make one.
 //   - ReadOnlyPaths=/run: on systemd 252, ProtectKernelTunables or ProtectControlGroups leave
 //     /run and /run/lock writable under ProtectSystem=strict (seen on PID 1 of the VM rig, where
-//     the credentials directory is); named again, they are read-only. The sockets mount-s3 and
+//     the credentials directory is): both imply MountAPIVFS, whose /run entry keeps /run out of
+//     the read-only remount of / (ADR 0010, read in systemd-stable@v252.31); named again, they
+//     are read-only. The sockets mount-s3 and
 //     the helper send to there (journald's /dev/log, the manager's notify socket) still take
 //     messages: a read-only mount refuses writes to files, not to sockets.
 //   - ProtectKernelTunables, ProtectKernelModules, ProtectKernelLogs, ProtectControlGroups,
