@@ -61,7 +61,11 @@ type scaleNode struct {
 // turn); then RSS once every mount is gone. The mounts are made 10 at a time. Systemd mode: one
 // unit (and stand-in mount-s3) per mount. Pod mode: the workloads spread over 10 volumes, so 10
 // Mountpoint Pods (the harness runs them as processes) each share their mount with the binds of
-// their workloads. Nothing is asserted.
+// their workloads. Mode systemd-protected (only with BENCH_SCALE_MODES) is systemd mode with
+// --mount-s3-protect-system: each unit has a mount namespace of its own, a copy of the node's
+// mount table. Every mode also prints the machine's unreclaimable kernel memory (SUnreclaim of
+// /proc/meminfo) above what it was before the first mount: the namespaces' cost, which no
+// process's RSS shows. Nothing is asserted.
 func BenchmarkScaleNode(b *testing.B) {
 	harness.RequireRoot(b)
 	sizes := []int{10, 100, 500, 1000}
@@ -84,11 +88,13 @@ func BenchmarkScaleNode(b *testing.B) {
 			var n *scaleNode
 			switch mode {
 			case "systemd":
-				n = scaleSystemd(b)
+				n = scaleSystemd(b, false)
+			case "systemd-protected":
+				n = scaleSystemd(b, true)
 			case "pod":
 				n = scalePod(b)
 			default:
-				b.Fatalf("BENCH_SCALE_MODES: unknown mode %q (systemd, pod)", mode)
+				b.Fatalf("BENCH_SCALE_MODES: unknown mode %q (systemd, systemd-protected, pod)", mode)
 			}
 			runScale(b, mode, n, sizes)
 		}
@@ -99,8 +105,9 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 	ctx := context.Background()
 	pid := n.drv.Pid()
 	fmt.Printf("\nnode plugin at scale, %s mode (%s idle at each size; mounts made 10 at a time)\n", mode, idleWindow)
-	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %33s %18s %20s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt, umount)", "stand-in alone ms", "RSS anon / file MiB")
-	fmt.Printf("%12d %13s %9.1f %15s %14s %16s %20s %18s %24s %18s %20s\n", 0, "-", rssMiB(b, pid), "-", "-", "-", "-", "-", "-", "-", rssSplit(b, pid))
+	fmt.Printf("%12s %13s %9s %15s %14s %16s %20s %18s %33s %18s %20s %18s\n", "live mounts", "idle CPU %", "RSS MiB", "mean sweep ms", "publish +1 ms", "unpublish +1 ms", "in systemd jobs ms", "signals/mount op", "systemd floor ms (4 mnt, umount)", "stand-in alone ms", "RSS anon / file MiB", "+SUnreclaim MiB")
+	unreclaim0 := sunreclaimMiB(b)
+	fmt.Printf("%12d %13s %9.1f %15s %14s %16s %20s %18s %24s %18s %20s %18s\n", 0, "-", rssMiB(b, pid), "-", "-", "-", "-", "-", "-", "-", rssSplit(b, pid), "0")
 	live := 0
 	for _, size := range sizes {
 		for live < size {
@@ -135,7 +142,7 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		if count1 > count0 {
 			sweep = fmt.Sprintf("%.1f", (sum1-sum0)/(count1-count0)*1000)
 		}
-		rss, split := rssMiB(b, pid), rssSplit(b, pid)
+		rss, split, unreclaim := rssMiB(b, pid), rssSplit(b, pid), sunreclaimMiB(b)-unreclaim0
 		// reps more volumes, each published and unpublished on its own: the median of each.
 		extras := make([]int, scaleReps(b))
 		settle := scaleSettle(b)
@@ -188,8 +195,8 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		if n.standin != nil {
 			standin = fmt.Sprintf("%.0f", ms(n.standin()))
 		}
-		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s %18s %20s\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
-			fmt.Sprintf("%.0f / %.0f", jobsPub/reps*1000, (jobs2-jobs0-jobsPub)/reps*1000), storm, floor, standin, split)
+		fmt.Printf("%12d %13.1f %9.1f %15s %14.1f %16.1f %20s %18s %24s %18s %20s %18.1f\n", size, cpu, rss, sweep, ms(pub), ms(unpub),
+			fmt.Sprintf("%.0f / %.0f", jobsPub/reps*1000, (jobs2-jobs0-jobsPub)/reps*1000), storm, floor, standin, split, unreclaim)
 		saveProfiles(b, n.metrics, fmt.Sprintf("%s-%d", mode, size))
 	}
 	for j := 0; j < live; j += 10 {
@@ -206,20 +213,29 @@ func runScale(b *testing.B, mode string, n *scaleNode, sizes []int) {
 		wg.Wait()
 	}
 	time.Sleep(idleWindow)
-	fmt.Printf("%12s %13s %9.1f   (every mount gone, %s later; anon / file %s)\n", "0 again", "-", rssMiB(b, pid), idleWindow, rssSplit(b, pid))
+	fmt.Printf("%12s %13s %9.1f   (every mount gone, %s later; anon / file %s; +SUnreclaim %.1f MiB)\n", "0 again", "-", rssMiB(b, pid), idleWindow, rssSplit(b, pid), sunreclaimMiB(b)-unreclaim0)
 	saveProfiles(b, n.metrics, mode+"-0-again")
 }
 
-func scaleSystemd(b *testing.B) *scaleNode {
+// scaleSystemd is a node plugin in systemd mode on a user manager of its own; protected, with
+// --mount-s3-protect-system (kubelet directory and binaries outside /tmp: harness.NewProtectedNode).
+func scaleSystemd(b *testing.B, protected bool) *scaleNode {
 	s3 := harness.StartS3(b)
 	s3.CreateBucket(b, "bench-bucket")
-	kubelet := harness.NewKubeletDir(b)
+	args := []string{"--v=0"}
+	var kubelet string
+	if protected {
+		node := harness.NewProtectedNode(b)
+		kubelet, args = node.KubeletDir, append(args, node.Args...)
+	} else {
+		kubelet = harness.NewKubeletDir(b)
+	}
 	sd := harness.StartSystemd(b, kubelet)
 	debugLog := os.Getenv("BENCH_SCALE_SYSTEMD_DEBUG") != ""
 	harness.CleanupMounts(b, kubelet)
 	addr := freeAddr(b)
 	drv := harness.StartDriver(b, harness.DriverOptions{KubeletDir: kubelet, SystemdSocket: sd.Socket, S3: s3, WithCredentials: true,
-		ExtraArgs: append([]string{"--v=0", "--metrics-address=" + addr, "--profiling"}, nodeArgs()...)})
+		ExtraArgs: append(append(args, "--metrics-address="+addr, "--profiling"), nodeArgs()...)})
 	target := func(i int) string { return filepath.Join(kubelet, "pods", fmt.Sprintf("scale-%05d", i), "mount") }
 	return &scaleNode{
 		drv: drv, metrics: addr, storm: func() int { return signalStorm(b, sd.Socket, kubelet) },
@@ -489,6 +505,26 @@ func cpuTicks(b *testing.B, pid int) int64 {
 }
 
 // rssMiB returns the resident set of pid in MiB.
+// sunreclaimMiB is the machine's unreclaimable slab memory (SUnreclaim of /proc/meminfo), in MiB.
+func sunreclaimMiB(b *testing.B) float64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "SUnreclaim:" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				b.Fatalf("/proc/meminfo: %q: %v", line, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("/proc/meminfo has no SUnreclaim line")
+	return 0
+}
+
 func rssMiB(b *testing.B, pid int) float64 {
 	b.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
