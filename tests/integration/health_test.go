@@ -391,16 +391,24 @@ func TestDeadMountNoticedThroughSystemd(t *testing.T) {
 	s.s3.CreateBucket(t, "signal")
 	target := s.target("pod-a")
 	s.publish(rw(target, "signal"))
+	repaired := func() float64 {
+		return metric(t, addr, "s3csi_node_mount_repairs_total", `mode="systemd"`, `result="succeeded"`)
+	}
 	killAndWait := func(why string) {
 		t.Helper()
 		pid := s.mainPID(target)
+		before := repaired()
 		killed := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
+		// Until the plugin's repair has returned, not only until the new mount-s3 serves: the
+		// repair checks the mount once its unit started, and a kill before that check is a
+		// mount-s3 dying at start-up, which the repair reports failed and retries after a
+		// back-off (a crash loop must not restart mount-s3 at once, again and again).
 		waitFor(t, 15*time.Second, "the mount to be live again with a new mount-s3 ("+why+")", func() bool {
 			p := s.mainPID(target)
-			return p != 0 && p != pid && harness.StatfsWithin(target, time.Second) == nil
+			return p != 0 && p != pid && harness.StatfsWithin(target, time.Second) == nil && repaired() > before
 		})
 		t.Logf("%s: repaired %v after the kill, noticed through systemd's unit signal", why, time.Since(killed).Round(time.Millisecond))
 	}
